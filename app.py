@@ -1,0 +1,44 @@
+"""The Flask application factory and the registration of the ``flask`` CLI commands."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from flask import Flask
+
+from webhooks.config import Settings
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the web app. ``config`` may hold ``SETTINGS`` (a Settings) and Flask keys (tests)."""
+    app = Flask(__name__, instance_relative_config=True)
+    config = dict(config or {})
+    settings: Settings = config.pop("SETTINGS", None) or Settings.from_env()
+    settings = settings.with_secret_key(app.instance_path)
+    app.config.update(
+        SECRET_KEY=settings.secret_key,
+        MAX_CONTENT_LENGTH=settings.max_body_bytes,
+        API_TITLE="Webhooks",
+        API_VERSION="v1",
+        OPENAPI_VERSION="3.0.3",
+        OPENAPI_URL_PREFIX="/",
+        OPENAPI_JSON_PATH="openapi.json",
+        OPENAPI_REDOC_PATH="/docs",
+        OPENAPI_REDOC_URL="https://cdn.jsdelivr.net/npm/redoc@2/bundles/redoc.standalone.js",
+        JSON_SORT_KEYS=False,
+    )
+    app.config.update(config)
+    app.extensions["webhooks.settings"] = settings
+
+    from webhooks import db, logs, publisher
+    from webhooks.web import init_web
+
+    logs.configure()
+    db.init_app(app, settings)
+    publisher.init_app(app, settings)
+    init_web(app)
+
+    from webhooks import cli
+
+    cli.init_app(app)
+    return app

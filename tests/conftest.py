@@ -1,0 +1,196 @@
+"""Shared fixtures: a fresh database per test, one queue prefix per session, real services.
+
+``TEST_DATABASE=postgresql`` runs the suite on PostgreSQL (``TEST_POSTGRES_URL``,
+default ``postgresql://postgres@127.0.0.1:5432/postgres`` for the admin connection);
+the default is SQLite. RabbitMQ is real (``AMQP_URL``); queues are purged between
+tests and deleted at the end of the session.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
+
+import pika
+import psycopg2
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from app import create_app
+from webhooks import db
+from webhooks.cli import create_tenant, migrate
+from webhooks.config import Settings
+from webhooks.models import ALL_MODELS
+from webhooks.publisher import connection_parameters
+from webhooks.topology import Topology
+from webhooks.worker import Worker
+
+AMQP_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+DATABASE_KIND = os.environ.get("TEST_DATABASE", "sqlite")
+
+#: One prefix per test session (decision 20); ``.ci/run`` deletes stale ``test_*`` queues.
+SESSION_PREFIX = f"test_{os.getpid()}_{secrets.token_hex(3)}"
+
+#: Every topology a test declared, deleted at the end of the session.
+_declared: dict[tuple[str, tuple[int, ...]], Topology] = {}
+
+
+def amqp_channel() -> tuple[pika.BlockingConnection, Any]:
+    connection = pika.BlockingConnection(connection_parameters(AMQP_URL, timeout=5.0))
+    return connection, connection.channel()
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str | None]:
+    """One PostgreSQL database for the session (tables are emptied between tests)."""
+    if DATABASE_KIND != "postgresql":
+        yield None
+        return
+    name = SESSION_PREFIX
+    admin = psycopg2.connect(POSTGRES_ADMIN_URL)
+    admin.autocommit = True
+    admin.cursor().execute(f'CREATE DATABASE "{name}"')
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
+    url = f"{base}/{name}"
+    db.init_database(url)
+    migrate()
+    yield url
+    db.database.obj.close_all()
+    admin.cursor().execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.close()
+
+
+@pytest.fixture
+def database_url(tmp_path: Any, postgres_database: str | None) -> Iterator[str]:
+    """A fresh, migrated database for this test."""
+    if postgres_database is None:
+        url = f"sqlite:///{tmp_path}/webhooks.db"
+        db.init_database(url)
+        migrate()
+        yield url
+        db.database.close() if not db.database.is_closed() else None
+        return
+    db.init_database(postgres_database)
+    tables = ", ".join(f'"{model._meta.table_name}"' for model in ALL_MODELS)
+    with db.database.connection_context():
+        db.database.execute_sql(f"TRUNCATE {tables} CASCADE")
+    yield postgres_database
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _delete_session_queues() -> Iterator[None]:
+    yield
+    connection, channel = amqp_channel()
+    for topology in _declared.values():
+        topology.delete(channel)
+    connection.close()
+
+
+def declare(topology: Topology) -> Topology:
+    """Declare ``topology`` (once per session) and purge its queues for this test."""
+    connection, channel = amqp_channel()
+    try:
+        topology.declare(channel)
+        for queue in topology.all_queues():
+            channel.queue_purge(queue)
+    finally:
+        connection.close()
+    _declared[(topology.prefix, topology.ladder.delays_ms)] = topology
+    return topology
+
+
+@pytest.fixture
+def make_settings(database_url: str) -> Callable[..., Settings]:
+    """Settings for this test's database and the session's queues; keyword overrides win."""
+
+    def build(**overrides: Any) -> Settings:
+        defaults: dict[str, Any] = {
+            "database_url": database_url,
+            "amqp_url": AMQP_URL,
+            "queue_prefix": SESSION_PREFIX,
+            "ladder": "1s,2s",
+            "delivery_timeout": 3.0,
+            "allow_private_targets": True,
+            "worker_threads": 8,
+            "relay_grace": 1.0,
+            "secret_key": "test-secret-key",
+        }
+        settings = Settings.from_env(env={}, **{**defaults, **overrides})
+        declare(settings.topology)
+        return settings
+
+    return build
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings()
+
+
+@pytest.fixture
+def app(settings: Settings) -> Flask:
+    return create_app({"SETTINGS": settings, "TESTING": True})
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+def _tenant(name: str) -> SimpleNamespace:
+    return SimpleNamespace(**create_tenant(name))
+
+
+@pytest.fixture
+def tenant(database_url: str) -> SimpleNamespace:
+    """A tenant with ``.id``, ``.name`` and ``.api_key``."""
+    return _tenant("acme")
+
+
+@pytest.fixture
+def other_tenant(database_url: str) -> SimpleNamespace:
+    return _tenant("globex")
+
+
+@pytest.fixture
+def auth() -> Callable[[SimpleNamespace], dict[str, str]]:
+    """``auth(tenant)``: the Authorization header of that tenant."""
+    return lambda tenant: {"Authorization": f"Bearer {tenant.api_key}"}
+
+
+@pytest.fixture
+def start_worker() -> Iterator[Callable[[Settings], Worker]]:
+    """Start in-process workers (a thread each); they are stopped and joined after the test."""
+    running: list[tuple[Worker, threading.Thread]] = []
+
+    def start(settings: Settings) -> Worker:
+        worker = Worker(settings)
+        thread = threading.Thread(target=worker.run, name="worker", daemon=True)
+        thread.start()
+        running.append((worker, thread))
+        return worker
+
+    yield start
+    for worker, thread in running:
+        worker.stop()
+    for worker, thread in running:
+        thread.join(timeout=15)
+        worker.processor.sender.close()
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy, or fail the test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)

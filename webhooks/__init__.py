@@ -1,0 +1,1 @@
+"""Webhook delivery service: durable ingest, signed delivery through a backoff ladder."""

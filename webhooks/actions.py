@@ -1,0 +1,135 @@
+"""What people do to deliveries and endpoints: resend, recover, delete, disable and enable.
+
+Shared by the API, the console and the CLI so each action has one implementation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from webhooks.db import retrying, write
+from webhooks.messages import DeliveryMessage
+from webhooks.models import Delivery, Endpoint, Event
+from webhooks.outbox import message_for, publish_messages
+from webhooks.publisher import Publisher
+from webhooks.timeutil import to_naive_utc, utcnow
+from webhooks.topology import Topology
+
+#: Deliveries ``recover`` resends.
+RECOVERABLE_STATUSES = ("failed", "parked")
+
+#: Deliveries that still wait for an attempt; deleting the endpoint cancels them.
+UNFINISHED_STATUSES = ("pending", "retrying", "parked")
+
+#: Resends published per broker round of ``recover``.
+RECOVER_BATCH = 500
+
+
+class BrokerUnavailable(Exception):
+    """The message could not be queued; nothing was changed."""
+
+
+def _context(publisher: Publisher | None, topology: Topology | None) -> tuple[Publisher, Topology]:
+    from webhooks.ingest import _defaults
+
+    return _defaults(publisher, topology)
+
+
+def _queue_now(messages: list[DeliveryMessage], publisher: Publisher, topology: Topology) -> int:
+    """Publish fresh attempts and show them as due now; returns how many were queued."""
+    confirmed = publish_messages(publisher, topology, messages)
+    now = utcnow()
+    with write():
+        for message in messages[:confirmed]:
+            (
+                Delivery.update(next_attempt_at=now, updated_at=now)
+                .where((Delivery.id == message.delivery_id) & (Delivery.attempts == message.attempt - 1))
+                .execute()
+            )
+    return confirmed
+
+
+@retrying
+def resend(
+    delivery: Delivery,
+    trigger: str = "resend",
+    *,
+    publisher: Publisher | None = None,
+    topology: Topology | None = None,
+) -> Delivery:
+    """Queue a fresh attempt of ``delivery`` now, outside the ladder (or ahead of it)."""
+    if delivery.status == "cancelled":
+        raise ValueError("the delivery was cancelled because its endpoint was deleted")
+    publisher, topology = _context(publisher, topology)
+    message = message_for(delivery, Event.get_by_id(delivery.event_id), trigger=trigger)
+    if _queue_now([message], publisher, topology) != 1:
+        raise BrokerUnavailable("the message broker is unavailable; try again in a few seconds")
+    return Delivery.get_by_id(delivery.id)
+
+
+def recover(
+    endpoint: Endpoint,
+    since: datetime,
+    *,
+    publisher: Publisher | None = None,
+    topology: Topology | None = None,
+) -> int:
+    """Resend every failed or parked delivery of ``endpoint`` created since ``since``."""
+    publisher, topology = _context(publisher, topology)
+    query = (
+        Delivery.select(Delivery, Event)
+        .join(Event)
+        .where(
+            (Delivery.endpoint == endpoint)
+            & Delivery.status.in_(RECOVERABLE_STATUSES)
+            & (Delivery.created_at >= to_naive_utc(since))
+        )
+        .order_by(Delivery.created_at, Delivery.id)
+    )
+    rows = list(query)
+    queued = 0
+    for start in range(0, len(rows), RECOVER_BATCH):
+        batch = [message_for(row, row.event, trigger="recover") for row in rows[start : start + RECOVER_BATCH]]
+        done = _queue_now(batch, publisher, topology)
+        queued += done
+        if done < len(batch):
+            break
+    if rows and not queued:
+        raise BrokerUnavailable("the message broker is unavailable; try again in a few seconds")
+    return queued
+
+
+@retrying
+def delete_endpoint(endpoint: Endpoint) -> None:
+    """Soft-delete ``endpoint`` (its attempts stay visible) and cancel what it was still owed."""
+    now = utcnow()
+    with write():
+        Endpoint.update(deleted_at=now, updated_at=now).where(Endpoint.id == endpoint.id).execute()
+        (
+            Delivery.update(status="cancelled", next_attempt_at=None, updated_at=now)
+            .where((Delivery.endpoint == endpoint) & Delivery.status.in_(UNFINISHED_STATUSES))
+            .execute()
+        )
+
+
+@retrying
+def set_endpoint_disabled(endpoint: Endpoint, disabled: bool, reason: str | None = None) -> Endpoint:
+    """Disable ``endpoint`` (it gets no calls; new deliveries park) or enable it again.
+
+    Enabling releases its parked deliveries, oldest first, through the outbox relay.
+    """
+    now = utcnow()
+    with write():
+        (
+            Endpoint.update(disabled=disabled, disabled_reason=reason if disabled else None, updated_at=now)
+            .where(Endpoint.id == endpoint.id)
+            .execute()
+        )
+        if not disabled:
+            # Due since their creation: the relay publishes them in creation order.
+            (
+                Delivery.update(status="pending", next_attempt_at=Delivery.created_at, enqueued_at=None, updated_at=now)
+                .where((Delivery.endpoint == endpoint) & (Delivery.status == "parked"))
+                .execute()
+            )
+    return Endpoint.get_by_id(endpoint.id)

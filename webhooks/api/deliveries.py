@@ -1,0 +1,50 @@
+"""/v1/deliveries: one event to one endpoint, its attempts, and resending it now."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask.views import MethodView
+from flask_smorest import Blueprint, abort
+
+from webhooks import actions
+from webhooks.api.common import attempt_page, get_owned, recent_attempts
+from webhooks.auth import require_tenant
+from webhooks.models import Attempt, Delivery
+from webhooks.schemas import AttemptPageSchema, CursorArgsSchema, DeliveryDetailSchema, DeliverySchema
+
+blp = Blueprint("deliveries", __name__, url_prefix="/v1/deliveries", description="Deliveries and resends")
+blp.before_request(require_tenant)
+
+
+@blp.route("/<delivery_id>")
+class DeliveryItem(MethodView):
+    @blp.response(200, DeliveryDetailSchema)
+    def get(self, delivery_id: str) -> Delivery:
+        """Show a delivery with its most recent attempts (newest first)."""
+        delivery = get_owned(Delivery, delivery_id)
+        delivery.recent_attempts = recent_attempts(delivery)
+        return delivery
+
+
+@blp.route("/<delivery_id>/attempts")
+class DeliveryAttempts(MethodView):
+    @blp.arguments(CursorArgsSchema, location="query")
+    @blp.response(200, AttemptPageSchema)
+    def get(self, args: dict[str, Any], delivery_id: str) -> dict[str, Any]:
+        """Every attempt of the delivery, newest first."""
+        return attempt_page(Attempt.delivery == get_owned(Delivery, delivery_id).id, args)
+
+
+@blp.route("/<delivery_id>/resend")
+class DeliveryResend(MethodView):
+    @blp.response(202, DeliverySchema)
+    @blp.alt_response(409, response="CONFLICT")
+    @blp.alt_response(503, response="SERVICE_UNAVAILABLE")
+    def post(self, delivery_id: str) -> Delivery:
+        """Queue a fresh attempt now, outside the retry ladder."""
+        delivery = get_owned(Delivery, delivery_id)
+        try:
+            return actions.resend(delivery)
+        except ValueError as error:  # e.g. cancelled: its endpoint was deleted
+            abort(409, message=str(error))

@@ -1,0 +1,99 @@
+"""/v1/events: accept events (202, idempotent), the catch-up feed by ``seq``, event history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import url_for
+from flask.views import MethodView
+from flask_smorest import Blueprint, abort
+
+from webhooks import ingest
+from webhooks.api.common import attempt_page, current_tenant, cursor_page, get_owned
+from webhooks.auth import require_tenant
+from webhooks.models import Attempt, Delivery, Event
+from webhooks.schemas import (
+    AttemptPageSchema,
+    CursorArgsSchema,
+    EventCreateSchema,
+    EventDetailSchema,
+    EventListArgsSchema,
+    EventPageSchema,
+    EventSchema,
+    IdempotencyHeaderSchema,
+)
+
+#: Response header set when an idempotency key was seen before (nothing new was created).
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+blp = Blueprint("events", __name__, url_prefix="/v1/events", description="Events and their delivery history")
+blp.before_request(require_tenant)
+
+
+def _deliveries_in_order() -> Any:
+    return Delivery.select().order_by(Delivery.id)
+
+
+def _with_deliveries(event: Event, deliveries: list[Delivery]) -> Event:
+    # Assigned the way peewee's prefetch() does, so every event view reads ``event.deliveries``.
+    event.deliveries = deliveries
+    return event
+
+
+def _idempotency_key(header: str | None, field: str | None) -> str | None:
+    """The request's key, from the header or the body; abort 422 when both are given and differ."""
+    if header is not None and field is not None and header != field:
+        abort(422, errors={"json": {"idempotency_key": ["differs from the Idempotency-Key header"]}})
+    return header if header is not None else field
+
+
+@blp.route("")
+class Events(MethodView):
+    @blp.arguments(IdempotencyHeaderSchema, location="headers")
+    @blp.arguments(EventCreateSchema)
+    @blp.response(202, EventSchema, headers={REPLAYED_HEADER: {"schema": {"type": "string", "enum": ["true"]}}})
+    @blp.alt_response(409, response="CONFLICT")
+    def post(self, headers: dict[str, Any], data: dict[str, Any]) -> tuple[Event, int, dict[str, str]]:
+        """Accept an event for delivery to every subscribed endpoint.
+
+        The same idempotency key again (within 24 h) answers with the first event and
+        creates nothing; with a different body it is a 409.
+        """
+        key = _idempotency_key(headers.get("idempotency_key"), data.get("idempotency_key"))
+        try:
+            accepted = ingest.accept_event(current_tenant(), data["event_type"], data["payload"], key)
+        except ingest.IdempotencyConflict as error:
+            abort(409, message=str(error))
+        response_headers = {"Location": url_for("events.Event", event_id=accepted.event.id)}
+        if accepted.replayed:
+            response_headers[REPLAYED_HEADER] = "true"
+        return _with_deliveries(accepted.event, accepted.deliveries), 202, response_headers
+
+    @blp.arguments(EventListArgsSchema, location="query")
+    @blp.response(200, EventPageSchema)
+    def get(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Events after the ``seq`` cursor, oldest first: how an offline client catches up."""
+        query = Event.select().where(Event.tenant == current_tenant().id)
+        if "event_type" in args:
+            query = query.where(Event.event_type == args["event_type"])
+        return cursor_page(
+            query, Event.seq, limit=args["limit"], after=args["after"], feed=True, prefetch=(_deliveries_in_order(),)
+        )
+
+
+@blp.route("/<event_id>", endpoint="Event")
+class EventItem(MethodView):
+    @blp.response(200, EventDetailSchema)
+    def get(self, event_id: str) -> Event:
+        """Show an event and what happened to each of its deliveries."""
+        event = get_owned(Event, event_id)
+        return _with_deliveries(event, list(_deliveries_in_order().where(Delivery.event == event.id)))
+
+
+@blp.route("/<event_id>/attempts")
+class EventAttempts(MethodView):
+    @blp.arguments(CursorArgsSchema, location="query")
+    @blp.response(200, AttemptPageSchema)
+    def get(self, args: dict[str, Any], event_id: str) -> dict[str, Any]:
+        """Every attempt to deliver the event (all endpoints), newest first."""
+        return attempt_page(Attempt.event == get_owned(Event, event_id).id, args)

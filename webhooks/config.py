@@ -1,0 +1,88 @@
+"""Settings from the environment (12-factor), parsed and validated once at start."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from webhooks.durations import parse_seconds
+from webhooks.ladder import DEFAULT_LADDER, Ladder
+from webhooks.topology import Topology
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob the processes read; names match the environment variables."""
+
+    database_url: str = "sqlite:///webhooks.db"
+    amqp_url: str = "amqp://guest:guest@localhost:5672/%2F"
+    queue_prefix: str = "webhooks"
+    ladder: Ladder = field(default_factory=lambda: Ladder.parse(DEFAULT_LADDER))
+    delivery_timeout: float = 15.0
+    allow_private_targets: bool = False
+    allowed_target_networks: str = ""
+    secret_key: str | None = None
+    secret_rotation_overlap: float = 24 * 3600.0
+    max_body_bytes: int = 262_144
+    endpoint_max_in_flight: int = 4
+    worker_threads: int = 16
+    publish_timeout: float = 1.0
+    relay_grace: float = 10.0
+    public_url: str = "http://localhost:8000"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        """Build settings from ``env`` (default ``os.environ``); keyword overrides win."""
+        env = os.environ if env is None else env
+        base = cls(
+            database_url=env.get("DATABASE_URL", cls.database_url),
+            amqp_url=env.get("AMQP_URL", cls.amqp_url),
+            queue_prefix=env.get("QUEUE_PREFIX", cls.queue_prefix),
+            ladder=Ladder.parse(env.get("RETRY_LADDER", DEFAULT_LADDER)),
+            delivery_timeout=float(env.get("DELIVERY_TIMEOUT", cls.delivery_timeout)),
+            allow_private_targets=env.get("ALLOW_PRIVATE_TARGETS", "0") == "1",
+            allowed_target_networks=env.get("ALLOWED_TARGET_NETWORKS", ""),
+            secret_key=env.get("SECRET_KEY") or None,
+            secret_rotation_overlap=parse_seconds(env.get("SECRET_ROTATION_OVERLAP", "24h")),
+            max_body_bytes=int(env.get("MAX_BODY_BYTES", cls.max_body_bytes)),
+            endpoint_max_in_flight=int(env.get("ENDPOINT_MAX_IN_FLIGHT", cls.endpoint_max_in_flight)),
+            worker_threads=int(env.get("WORKER_THREADS", cls.worker_threads)),
+            publish_timeout=float(env.get("PUBLISH_TIMEOUT", cls.publish_timeout)),
+            relay_grace=float(env.get("RELAY_GRACE", cls.relay_grace)),
+            public_url=env.get("PUBLIC_URL", cls.public_url),
+        )
+        if isinstance(overrides.get("ladder"), str):
+            overrides["ladder"] = Ladder.parse(overrides["ladder"])
+        return replace(base, **overrides)
+
+    @property
+    def topology(self) -> Topology:
+        """Queue names and declarations for this prefix and ladder."""
+        return Topology(self.queue_prefix, self.ladder)
+
+    def with_secret_key(self, instance_path: str | Path) -> "Settings":
+        """Use ``SECRET_KEY`` or one generated once and kept under ``instance/``.
+
+        Kept in a file so every gunicorn worker (and every restart) signs sessions alike.
+        """
+        if self.secret_key:
+            return self
+        path = Path(instance_path) / "secret_key"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            # Write aside, then link into place: link fails if another process won the
+            # race, and nobody ever reads a half-written file.
+            temp = path.with_name(f".secret_key.{os.getpid()}")
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_hex(32))
+            try:
+                os.link(temp, path)
+            except FileExistsError:
+                pass
+            finally:
+                temp.unlink()
+        return replace(self, secret_key=path.read_text().strip())

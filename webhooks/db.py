@@ -1,0 +1,157 @@
+"""Database connection: SQLite (WAL, busy timeout, BEGIN IMMEDIATE) or pooled PostgreSQL.
+
+Models bind to the ``database`` proxy; each process initialises it from ``DATABASE_URL``
+after it forks. ``write()`` wraps every multi-row write, and ``retrying()`` reruns an
+operation once after the server dropped its connection (a PostgreSQL restart).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, TypeVar
+from urllib.parse import parse_qs, urlparse
+
+import peewee
+from playhouse.pool import PooledPostgresqlDatabase
+
+log = logging.getLogger(__name__)
+
+#: Every model binds here; ``init_database`` points it at the real database.
+database = peewee.DatabaseProxy()
+
+#: How long SQLite waits for another writer before raising "database is locked" (ms).
+SQLITE_BUSY_TIMEOUT_MS = 15_000
+
+#: Upper bound of PostgreSQL connections per process (threads above this wait).
+PG_MAX_CONNECTIONS = 32
+
+T = TypeVar("T")
+
+
+def open_database(url: str) -> peewee.Database:
+    """A peewee database for ``sqlite:///path`` or ``postgresql://user@host:port/name``."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
+        if url.startswith("sqlite:////"):
+            path = parsed.path  # four slashes: an absolute path
+        return peewee.SqliteDatabase(
+            path or ":memory:",
+            pragmas={
+                "journal_mode": "wal",
+                "busy_timeout": SQLITE_BUSY_TIMEOUT_MS,
+                "foreign_keys": 1,
+                "synchronous": "normal",
+            },
+            # Writers take the lock at BEGIN, so two writers queue on busy_timeout
+            # instead of deadlocking when both upgrade from a read lock.
+            lock_type="IMMEDIATE",
+            check_same_thread=False,
+        )
+    if parsed.scheme in ("postgres", "postgresql"):
+        options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+        return PooledPostgresqlDatabase(
+            (parsed.path or "/")[1:] or "postgres",
+            user=parsed.username,
+            password=parsed.password,
+            host=parsed.hostname,
+            port=parsed.port or 5432,
+            max_connections=PG_MAX_CONNECTIONS,
+            stale_timeout=300,
+            timeout=10,
+            **options,
+        )
+    raise ValueError(f"unsupported DATABASE_URL scheme {parsed.scheme!r}: use sqlite or postgresql")
+
+
+def init_database(url: str) -> peewee.Database:
+    """Point the proxy at ``url`` (a no-op if it already points there)."""
+    if database.obj is not None:
+        if getattr(database.obj, "webhooks_url", None) == url:
+            return database.obj
+        if not database.is_closed():
+            database.close()
+    db = open_database(url)
+    db.webhooks_url = url  # type: ignore[attr-defined]
+    database.initialize(db)
+    return db
+
+
+def is_postgres() -> bool:
+    """True when the proxy points at PostgreSQL."""
+    return isinstance(database.obj, peewee.PostgresqlDatabase)
+
+
+def write() -> Any:
+    """A write transaction (``BEGIN IMMEDIATE`` on SQLite, where it matters)."""
+    return database.atomic()
+
+
+def _is_disconnect(error: Exception) -> bool:
+    if isinstance(error, peewee.InterfaceError):
+        return True
+    text = str(error).lower()
+    return any(
+        phrase in text
+        for phrase in ("server closed the connection", "terminating connection", "connection already closed",
+                       "could not connect", "connection refused", "ssl connection has been closed")
+    )
+
+
+def retrying(fn: Callable[..., T]) -> Callable[..., T]:
+    """Run ``fn``; if the database connection turned out dead, close it and run once more."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except (peewee.OperationalError, peewee.InterfaceError) as error:
+            if not _is_disconnect(error) or database.in_transaction():
+                raise
+            log.warning("database connection lost (%s); reconnecting and retrying once", error)
+            reset_connection()
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def reset_connection() -> None:
+    """Throw away this thread's connection (it is dead) so the next use opens a fresh one."""
+    db = database.obj
+    try:
+        if isinstance(db, PooledPostgresqlDatabase):
+            if not db.is_closed():
+                db.manual_close()
+            db.close_idle()  # idle pooled connections predate the restart: dead too
+        elif not db.is_closed():
+            db.close()
+    except Exception:  # noqa: BLE001 - the connection is broken; closing it may fail too
+        log.debug("ignoring error while closing a dead connection", exc_info=True)
+        db._state.reset()
+
+
+@contextmanager
+def connection() -> Iterator[None]:
+    """Hold a connection for the block (reusing this thread's if it has one)."""
+    opened = database.connect(reuse_if_open=True)
+    try:
+        yield
+    finally:
+        if opened and not database.in_transaction():
+            database.close()
+
+
+def init_app(app: Any, settings: Any) -> None:
+    """Open the database lazily per request (after gunicorn forks) and close it on teardown."""
+    init_database(settings.database_url)
+
+    @app.before_request
+    def _connect() -> None:
+        database.connect(reuse_if_open=True)
+
+    @app.teardown_appcontext
+    def _close(_exc: BaseException | None) -> None:
+        if not database.is_closed():
+            database.close()

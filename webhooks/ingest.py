@@ -1,0 +1,165 @@
+"""Accepting an event: one transaction (event, seq, deliveries, idempotency key), then publish.
+
+The per-tenant ``seq`` is bumped with ``UPDATE … RETURNING`` inside the transaction, so
+the tenant row is locked until commit and ``seq`` order is commit order: a reader of
+``after=n`` can never miss a smaller seq committed later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import peewee
+
+from webhooks.db import retrying, write
+from webhooks.ids import new_id
+from webhooks.models import Delivery, Endpoint, Event, IdempotencyKey, Tenant
+from webhooks.outbox import enqueue, message_for
+from webhooks.publisher import Publisher
+from webhooks.timeutil import utcnow
+from webhooks.topology import Topology
+
+#: Raised by the service about endpoints; tenants cannot POST them (decision 15).
+OPERATIONAL_EVENT_TYPES = frozenset({"endpoint.offline", "endpoint.online", "endpoint.disabled", "delivery.exhausted"})
+
+#: What an event type may look like (decision 16).
+EVENT_TYPE_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
+
+#: How long an idempotency key is remembered.
+IDEMPOTENCY_TTL = timedelta(hours=24)
+
+
+class IdempotencyConflict(Exception):
+    """The idempotency key was used before with a different request."""
+
+
+class ReservedEventType(ValueError):
+    """Operational event types are raised by the service only."""
+
+
+@dataclass
+class Accepted:
+    event: Event
+    deliveries: list[Delivery]
+    #: True when the key was seen before: the same event is returned, nothing created.
+    replayed: bool
+
+
+def wants(endpoint_types: list[str], event_type: str) -> bool:
+    """Does an endpoint subscribed to ``endpoint_types`` get ``event_type``?
+
+    An empty list means every type, except operational ones, which must be listed.
+    """
+    if event_type in endpoint_types:
+        return True
+    return not endpoint_types and event_type not in OPERATIONAL_EVENT_TYPES
+
+
+def request_hash(event_type: str, payload: dict[str, Any]) -> str:
+    """Fingerprint of a request, to tell a retry from a different request with the same key."""
+    canonical = json.dumps({"event_type": event_type, "payload": payload}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _replay(tenant: Tenant, key: str, digest: str) -> Accepted | None:
+    row = (
+        IdempotencyKey.select()
+        .where((IdempotencyKey.tenant == tenant) & (IdempotencyKey.key == key))
+        .first()
+    )
+    if row is None:
+        return None
+    if row.created_at < utcnow() - IDEMPOTENCY_TTL:
+        row.delete_instance()  # expired: the key may be used afresh
+        return None
+    if row.request_hash != digest:
+        raise IdempotencyConflict(f"idempotency key {key!r} was already used with a different request")
+    event = Event.get_by_id(row.event_id)
+    deliveries = list(Delivery.select().where(Delivery.event == event).order_by(Delivery.id))
+    return Accepted(event, deliveries, replayed=True)
+
+
+@retrying
+def store_event(tenant: Tenant, event_type: str, payload: dict[str, Any], key: str | None) -> Accepted:
+    """Write the event and its deliveries in one transaction (or return the key's earlier event)."""
+    digest = request_hash(event_type, payload)
+    try:
+        with write():
+            if key is not None:
+                earlier = _replay(tenant, key, digest)
+                if earlier is not None:
+                    return earlier
+            now = utcnow()
+            (seq,) = [
+                row.event_seq
+                for row in Tenant.update(event_seq=Tenant.event_seq + 1)
+                .where(Tenant.id == tenant.id)
+                .returning(Tenant.event_seq)
+                .execute()
+            ]
+            event = Event.create(
+                id=new_id("evt"), tenant=tenant, seq=seq, event_type=event_type, payload=payload, created_at=now
+            )
+            if key is not None:
+                IdempotencyKey.create(tenant=tenant, key=key, event=event, request_hash=digest, created_at=now)
+            endpoints = Endpoint.select().where((Endpoint.tenant == tenant) & Endpoint.deleted_at.is_null())
+            deliveries = [
+                Delivery(
+                    id=new_id("dlv"),
+                    tenant=tenant.id,
+                    event=event.id,
+                    endpoint=endpoint.id,
+                    status="parked" if endpoint.disabled else "pending",
+                    next_attempt_at=None if endpoint.disabled else now,
+                    created_at=now,
+                    updated_at=now,
+                )
+                for endpoint in endpoints.order_by(Endpoint.id)
+                if wants(endpoint.event_types, event_type)
+            ]
+            if deliveries:
+                Delivery.bulk_create(deliveries)
+            return Accepted(event, deliveries, replayed=False)
+    except peewee.IntegrityError:
+        # Lost a race for the same idempotency key: the winner has committed; return it.
+        if key is None:
+            raise
+        with write():
+            winner = _replay(tenant, key, digest)
+        if winner is None:
+            raise
+        return winner
+
+
+def accept_event(
+    tenant: Tenant,
+    event_type: str,
+    payload: dict[str, Any],
+    idempotency_key: str | None = None,
+    *,
+    publisher: Publisher | None = None,
+    topology: Topology | None = None,
+) -> Accepted:
+    """Store the event durably, then publish its deliveries (bounded; the relay covers failures)."""
+    if event_type in OPERATIONAL_EVENT_TYPES:
+        raise ReservedEventType(f"{event_type!r} is reserved for events the service raises itself")
+    accepted = store_event(tenant, event_type, payload, idempotency_key)
+    if not accepted.replayed:
+        publisher, topology = _defaults(publisher, topology)
+        messages = [message_for(d, accepted.event) for d in accepted.deliveries if d.status == "pending"]
+        enqueue(publisher, topology, messages)
+    return accepted
+
+
+def _defaults(publisher: Publisher | None, topology: Topology | None) -> tuple[Publisher, Topology]:
+    """The app's publisher and topology when called inside a request."""
+    if publisher is not None and topology is not None:
+        return publisher, topology
+    from flask import current_app
+
+    settings = current_app.extensions["webhooks.settings"]
+    return publisher or current_app.extensions["webhooks.publisher"], topology or settings.topology

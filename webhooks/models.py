@@ -1,0 +1,160 @@
+"""Tables: tenants and their API keys, endpoints, events, deliveries and attempts.
+
+The database is the source of truth for delivery state; RabbitMQ only moves work.
+Timestamps are naive UTC. JSON columns hold text so SQLite and PostgreSQL agree.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import peewee
+
+from webhooks.db import database
+from webhooks.timeutil import utcnow
+
+
+class JSONField(peewee.TextField):
+    """JSON stored as text (identical on SQLite and PostgreSQL)."""
+
+    def db_value(self, value: Any) -> str | None:
+        return None if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+    def python_value(self, value: str | None) -> Any:
+        return None if value is None else json.loads(value)
+
+
+class BaseModel(peewee.Model):
+    class Meta:
+        database = database
+        legacy_table_names = False
+
+
+class Tenant(BaseModel):
+    id = peewee.CharField(primary_key=True, max_length=40)
+    name = peewee.CharField(max_length=200)
+    #: Last ``seq`` handed out; bumped inside each event's transaction (cursor = commit order).
+    event_seq = peewee.BigIntegerField(default=0)
+    created_at = peewee.DateTimeField(default=utcnow)
+
+
+class ApiKey(BaseModel):
+    """A tenant's key ``<id>.<secret>``: looked up by id, SHA-256 of the secret stored."""
+
+    id = peewee.CharField(primary_key=True, max_length=40)
+    tenant = peewee.ForeignKeyField(Tenant, backref="api_keys", on_delete="CASCADE")
+    secret_hash = peewee.CharField(max_length=64)
+    created_at = peewee.DateTimeField(default=utcnow)
+    revoked_at = peewee.DateTimeField(null=True)
+
+
+class Endpoint(BaseModel):
+    id = peewee.CharField(primary_key=True, max_length=40)
+    tenant = peewee.ForeignKeyField(Tenant, backref="endpoints", on_delete="CASCADE")
+    url = peewee.TextField()
+    description = peewee.TextField(default="")
+    #: Event types this endpoint wants; empty means every (non-operational) type.
+    event_types = JSONField(default=list)
+    rate_limit = peewee.IntegerField(null=True)
+    metadata = JSONField(default=dict)
+    secret = peewee.CharField(max_length=120)
+    #: The secret before the last rotation, still signed with until ``previous_secret_until``.
+    previous_secret = peewee.CharField(max_length=120, null=True)
+    previous_secret_until = peewee.DateTimeField(null=True)
+    disabled = peewee.BooleanField(default=False)
+    disabled_reason = peewee.TextField(null=True)
+    created_at = peewee.DateTimeField(default=utcnow)
+    updated_at = peewee.DateTimeField(default=utcnow)
+    #: Soft delete: the endpoint's attempts stay visible to support staff.
+    deleted_at = peewee.DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("tenant", "deleted_at"), False),)
+
+
+class Event(BaseModel):
+    id = peewee.CharField(primary_key=True, max_length=40)
+    tenant = peewee.ForeignKeyField(Tenant, backref="events", on_delete="CASCADE")
+    seq = peewee.BigIntegerField()
+    event_type = peewee.CharField(max_length=128)
+    payload = JSONField()
+    created_at = peewee.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "seq"), True), (("tenant", "event_type", "seq"), False))
+
+
+class IdempotencyKey(BaseModel):
+    """``(tenant, key)`` is unique: the loser of a race returns the winner's event."""
+
+    tenant = peewee.ForeignKeyField(Tenant, on_delete="CASCADE")
+    key = peewee.CharField(max_length=255)
+    event = peewee.ForeignKeyField(Event, on_delete="CASCADE")
+    request_hash = peewee.CharField(max_length=64)
+    created_at = peewee.DateTimeField(default=utcnow, index=True)
+
+    class Meta:
+        indexes = ((("tenant", "key"), True),)
+
+
+class Delivery(BaseModel):
+    """One event to one endpoint; ``attempts`` counts the attempts made so far."""
+
+    id = peewee.CharField(primary_key=True, max_length=40)
+    tenant = peewee.ForeignKeyField(Tenant, on_delete="CASCADE")
+    event = peewee.ForeignKeyField(Event, backref="deliveries", on_delete="CASCADE")
+    endpoint = peewee.ForeignKeyField(Endpoint, backref="deliveries", on_delete="CASCADE")
+    status = peewee.CharField(max_length=16, default="pending")
+    attempts = peewee.IntegerField(default=0)
+    next_attempt_at = peewee.DateTimeField(null=True)
+    last_status_code = peewee.IntegerField(null=True)
+    last_error = peewee.TextField(null=True)
+    #: Outbox mark: None until the message for the next attempt is confirmed by the broker.
+    enqueued_at = peewee.DateTimeField(null=True)
+    #: A worker holds the current attempt until then; a killed worker's claim expires.
+    lease_until = peewee.DateTimeField(null=True)
+    created_at = peewee.DateTimeField(default=utcnow)
+    updated_at = peewee.DateTimeField(default=utcnow)
+    delivered_at = peewee.DateTimeField(null=True)
+
+    class Meta:
+        indexes = (
+            (("status", "enqueued_at", "next_attempt_at"), False),
+            (("endpoint", "status", "created_at"), False),
+        )
+
+
+class Attempt(BaseModel):
+    """One HTTP call: what was sent, what came back, how long it took, what happens next."""
+
+    id = peewee.CharField(primary_key=True, max_length=40)
+    delivery = peewee.ForeignKeyField(Delivery, backref="attempt_rows", on_delete="CASCADE")
+    tenant = peewee.ForeignKeyField(Tenant, on_delete="CASCADE")
+    event = peewee.ForeignKeyField(Event, on_delete="CASCADE")
+    endpoint = peewee.ForeignKeyField(Endpoint, on_delete="CASCADE")
+    attempt_no = peewee.IntegerField()
+    #: ``ladder`` for the automatic schedule, ``resend`` or ``recover`` for a person's request.
+    trigger = peewee.CharField(max_length=16, default="ladder")
+    started_at = peewee.DateTimeField()
+    duration_ms = peewee.FloatField()
+    url = peewee.TextField()
+    request_headers = JSONField()
+    response_status = peewee.IntegerField(null=True)
+    response_headers = JSONField(null=True)
+    response_body = peewee.TextField(null=True)
+    error_class = peewee.CharField(max_length=32, null=True)
+    error = peewee.TextField(null=True)
+    outcome = peewee.CharField(max_length=16)
+    next_attempt_at = peewee.DateTimeField(null=True)
+
+    class Meta:
+        indexes = (
+            (("delivery", "attempt_no"), True),
+            (("event", "id"), False),
+            (("endpoint", "id"), False),
+        )
+
+
+#: Creation order (parents first).
+ALL_MODELS: tuple[type[BaseModel], ...] = (Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt)

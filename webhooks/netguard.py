@@ -1,0 +1,278 @@
+"""Address policy for outbound webhook calls: which IPs a customer URL may reach (SSRF guard).
+
+Used twice: at endpoint registration (``check_url``) and at socket connect time (``TargetPolicy.check_ip``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+import httpx
+
+IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
+#: ``resolver(host, port) -> [ip, ...]``; injectable so tests can simulate DNS (and DNS rebinding).
+Resolver: TypeAlias = Callable[[str, int], list[str]]
+
+#: Schemes a webhook URL may use.
+ALLOWED_SCHEMES = frozenset({"http", "https"})
+#: Characters a (punycoded) DNS host name may contain; "_" appears in real-world records.
+_HOSTNAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+#: Port used when the URL does not name one.
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _v4(cidr: str) -> ipaddress.IPv4Network:
+    return ipaddress.IPv4Network(cidr)
+
+
+def _v6(cidr: str) -> ipaddress.IPv6Network:
+    return ipaddress.IPv6Network(cidr)
+
+
+#: IPv4 ranges that are never a legitimate webhook target, with the reason shown to users.
+#: Order matters only for the wording: the first match names the reason.
+BLOCKED_V4: tuple[tuple[ipaddress.IPv4Network, str], ...] = (
+    (_v4("0.0.0.0/32"), "unspecified"),
+    (_v4("0.0.0.0/8"), '"this network" (0.0.0.0/8)'),
+    (_v4("10.0.0.0/8"), "private"),
+    (_v4("100.64.0.0/10"), "shared/CGNAT (100.64.0.0/10)"),
+    (_v4("127.0.0.0/8"), "loopback"),
+    (_v4("169.254.0.0/16"), "link-local"),
+    (_v4("172.16.0.0/12"), "private"),
+    (_v4("192.0.0.0/24"), "reserved (IETF protocol assignments)"),
+    (_v4("192.0.2.0/24"), "documentation"),
+    (_v4("192.88.99.0/24"), "reserved (6to4 relay anycast)"),
+    (_v4("192.168.0.0/16"), "private"),
+    (_v4("198.18.0.0/15"), "benchmarking"),
+    (_v4("198.51.100.0/24"), "documentation"),
+    (_v4("203.0.113.0/24"), "documentation"),
+    (_v4("224.0.0.0/4"), "multicast"),
+    (_v4("255.255.255.255/32"), "broadcast"),
+    (_v4("240.0.0.0/4"), "reserved"),
+)
+
+#: IPv6 ranges that are never a legitimate webhook target (embedded-IPv4 forms are unwrapped first).
+BLOCKED_V6: tuple[tuple[ipaddress.IPv6Network, str], ...] = (
+    (_v6("::/128"), "unspecified"),
+    (_v6("::1/128"), "loopback"),
+    (_v6("100::/64"), "reserved (discard-only)"),
+    (_v6("2001::/23"), "reserved (IETF protocol assignments, incl. Teredo)"),
+    (_v6("2001:db8::/32"), "documentation"),
+    (_v6("3fff::/20"), "documentation"),
+    (_v6("fc00::/7"), "private (unique local)"),
+    (_v6("fe80::/10"), "link-local"),
+    (_v6("fec0::/10"), "private (site-local)"),
+    (_v6("ff00::/8"), "multicast"),
+)
+
+#: All globally routable IPv6 unicast lives here (RFC 4291 / IANA); anything else is reserved.
+GLOBAL_UNICAST_V6 = _v6("2000::/3")
+#: IPv4-compatible IPv6 (deprecated, ::a.b.c.d); :: and ::1 are matched before this.
+IPV4_COMPATIBLE = _v6("::/96")
+#: Well-known NAT64 prefix (RFC 6052): the last 32 bits are the IPv4 destination.
+NAT64_WELL_KNOWN = _v6("64:ff9b::/96")
+#: Local-use NAT64 prefix (RFC 8215); judged as if it used the /96 layout (IPv4 in the last 32 bits).
+NAT64_LOCAL_USE = _v6("64:ff9b:1::/48")
+
+
+class BlockedAddress(Exception):
+    """A URL's host is (or resolves to) an address webhooks must not reach."""
+
+    def __init__(self, host: str, address: str | None, reason: str) -> None:
+        self.host = host
+        self.address = address
+        self.reason = reason
+        if address is None or address == host:
+            message = f"{host} is {_article(reason)} {reason} address"
+        else:
+            message = f"{host} resolves to {address}, {_article(reason)} {reason} address"
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Custom __init__ signature: keep the exception picklable (e.g. across worker processes).
+        return (type(self), (self.host, self.address, self.reason))
+
+
+class UnresolvableHost(BlockedAddress):
+    """The host name does not resolve; the caller decides whether that is fatal."""
+
+    def __init__(self, host: str, detail: str) -> None:
+        self.detail = detail
+        Exception.__init__(self, f"{host} does not resolve ({detail})")
+        self.host = host
+        self.address = None
+        self.reason = "unresolvable"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.host, self.detail))
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, str] | None:
+    """The IPv4 address an IPv6 address carries (mapped, compatible, 6to4, NAT64), if any."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped, "IPv4-mapped"
+    if ip.sixtofour is not None:
+        return ip.sixtofour, "6to4"
+    last32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in NAT64_WELL_KNOWN or ip in NAT64_LOCAL_USE:
+        return last32, "NAT64"
+    if ip in IPV4_COMPATIBLE and int(ip) > 1:  # :: and ::1 are their own (blocked) classes
+        return last32, "IPv4-compatible"
+    return None
+
+
+def _strip_scope(ip: IPAddress) -> IPAddress:
+    # fe80::1%eth0 compares unequal to fe80::1; judge the bare address.
+    if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id:
+        return ipaddress.IPv6Address(int(ip))
+    return ip
+
+
+def _in_allowed(ip: IPAddress, allowed_networks: Sequence[IPNetwork]) -> bool:
+    return any(ip.version == net.version and ip in net for net in allowed_networks)
+
+
+def blocked_reason(ip: IPAddress, allowed_networks: Sequence[IPNetwork] = ()) -> str | None:
+    """Why ``ip`` must not be reached (e.g. ``"loopback"``), or None when it is allowed."""
+    ip = _strip_scope(ip)
+    if _in_allowed(ip, allowed_networks):
+        return None
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:
+            inner, form = embedded
+            inner_reason = blocked_reason(inner, allowed_networks)
+            # Worded to read "..., an IPv4-mapped form of 127.0.0.1, a loopback address".
+            return None if inner_reason is None else f"{form} form of {inner}, {_article(inner_reason)} {inner_reason}"
+        for net, reason in BLOCKED_V6:
+            if ip in net:
+                return reason
+        if ip not in GLOBAL_UNICAST_V6:
+            return "reserved"
+    else:
+        for v4net, reason in BLOCKED_V4:
+            if ip in v4net:
+                return reason
+    # Belt and braces: whatever else the stdlib knows is not global (its tables grow over time).
+    if not ip.is_global or ip.is_multicast:
+        return "non-global"
+    return None
+
+
+def is_allowed_ip(ip: IPAddress, allowed_networks: Sequence[IPNetwork] = ()) -> bool:
+    """True only for globally routable unicast addresses, or ones inside ``allowed_networks``."""
+    return blocked_reason(ip, allowed_networks) is None
+
+
+@dataclass(frozen=True)
+class TargetPolicy:
+    """Which addresses outbound webhook calls may reach.
+
+    ``allow_private`` switches the guard off entirely (local development, tests).
+    ``allowed_networks`` opens specific ranges (e.g. a partner VPN) while keeping the rest closed.
+    """
+
+    allow_private: bool = False
+    allowed_networks: tuple[IPNetwork, ...] = ()
+
+    def check_ip(self, host: str, ip: str | IPAddress) -> None:
+        """Raise BlockedAddress if ``host``'s address ``ip`` may not be reached."""
+        if self.allow_private:
+            return
+        address = ipaddress.ip_address(ip) if isinstance(ip, str) else ip
+        reason = blocked_reason(address, self.allowed_networks)
+        if reason is not None:
+            raise BlockedAddress(host, ip if isinstance(ip, str) else str(ip), reason)
+
+    @classmethod
+    def from_strings(cls, allow_private: bool, networks_csv: str) -> TargetPolicy:
+        """Build from config: ``networks_csv`` is e.g. ``"10.1.0.0/16, fd00:1::/64"`` (may be empty)."""
+        networks: list[IPNetwork] = []
+        for entry in (part.strip() for part in networks_csv.split(",")):
+            if not entry:
+                continue
+            try:
+                networks.append(ipaddress.ip_network(entry))
+            except ValueError as exc:
+                raise ValueError(f"invalid network {entry!r} in allowed networks: {exc}") from exc
+        return cls(allow_private=allow_private, allowed_networks=tuple(networks))
+
+
+def _literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+def resolve(host: str, port: int, resolver: Resolver | None = None) -> list[str]:
+    """Addresses ``host`` resolves to, in resolver order without duplicates; IP literals as-is.
+
+    Raises UnresolvableHost when the name does not resolve (or the resolver answers nonsense).
+    """
+    if _literal(host) is not None:
+        return [host.strip("[]")]
+    try:
+        if resolver is not None:
+            answers = list(resolver(host, port))
+        else:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            answers = [str(info[4][0]) for info in infos]
+    except (OSError, UnicodeError) as exc:  # socket.gaierror is an OSError; bad IDNA is a UnicodeError
+        raise UnresolvableHost(host, str(exc) or type(exc).__name__) from exc
+    addresses: list[str] = []
+    for answer in answers:
+        if _literal(answer) is None:
+            raise UnresolvableHost(host, f"resolver returned a non-address {answer!r}")
+        if answer not in addresses:
+            addresses.append(answer)
+    if not addresses:
+        raise UnresolvableHost(host, "no addresses")
+    return addresses
+
+
+def split_url(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of a webhook URL, parsed the way httpx will send it.
+
+    Raises ValueError for a malformed URL, a non-http(s) scheme or a missing host.
+    """
+    try:
+        # httpx's parser, not urllib's: the host checked here must be the host httpx connects to.
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"malformed URL: {exc}") from exc
+    scheme = parsed.scheme
+    if scheme not in ALLOWED_SCHEMES:
+        raise ValueError(f"URL scheme must be http or https, not {scheme or 'missing'!r}")
+    host = parsed.raw_host.decode("ascii")
+    if not host:
+        raise ValueError("URL has no host")
+    if _literal(host) is None and not _HOSTNAME_CHARS.issuperset(host):
+        # httpx percent-encodes e.g. spaces into the host; such a name can never resolve.
+        raise ValueError(f"URL host {host!r} is not a valid host name")
+    port = DEFAULT_PORTS[scheme] if parsed.port is None else parsed.port
+    if not 0 < port < 65536:
+        raise ValueError(f"URL port {port} is out of range")
+    return scheme, host, port
+
+
+def check_url(url: str, policy: TargetPolicy, resolver: Resolver | None = None) -> None:
+    """Registration-time check: well-formed http(s) URL whose host resolves only to allowed addresses.
+
+    Raises ValueError (malformed), UnresolvableHost (no DNS answer) or BlockedAddress (any address
+    not allowed). This is advisory against DNS rebinding; the connect-time check is the real guard.
+    """
+    _, host, port = split_url(url)
+    if policy.allow_private:
+        return
+    for address in resolve(host, port, resolver):
+        policy.check_ip(host, address)

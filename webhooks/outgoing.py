@@ -1,0 +1,49 @@
+"""The signed request sent to an endpoint (Standard Webhooks v1), built at send time.
+
+Shared by the worker and the catch-up client so both send byte-identical requests.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+from webhooks.signing import signature_header
+
+#: Sent as ``user-agent`` so receivers can tell our calls apart in their logs.
+USER_AGENT = "webhooks/1.0 (+Standard Webhooks)"
+
+
+@dataclass(frozen=True)
+class OutgoingRequest:
+    body: bytes
+    headers: dict[str, str]
+
+
+def body_bytes(event_type: str, timestamp: str, payload: dict[str, Any]) -> bytes:
+    """``{"type", "timestamp", "data"}``: the exact bytes that are signed and sent."""
+    return json.dumps({"type": event_type, "timestamp": timestamp, "data": payload}, separators=(",", ":")).encode()
+
+
+def active_secrets(secret: str, previous: str | None, previous_until: datetime | None, now: datetime) -> list[str]:
+    """The current secret, plus the previous one while its rotation overlap lasts."""
+    if previous and previous_until is not None and previous_until > now:
+        return [secret, previous]
+    return [secret]
+
+
+def build_request(
+    msg_id: str, event_type: str, timestamp: str, payload: dict[str, Any], secrets: Sequence[str], unix_now: int
+) -> OutgoingRequest:
+    """Body and headers of one attempt; ``webhook-id`` is the event id on every retry and endpoint."""
+    body = body_bytes(event_type, timestamp, payload)
+    headers = {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(unix_now),
+        "webhook-signature": signature_header(secrets, msg_id, unix_now, body),
+    }
+    return OutgoingRequest(body, headers)

@@ -1,0 +1,232 @@
+"""Marshmallow schemas of the HTTP API: what a request may hold and how each object is shown.
+
+Unknown fields are rejected (marshmallow's default ``RAISE``), so a typo gets a 422
+naming the field instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from marshmallow import Schema, ValidationError, fields, validate
+
+from webhooks.ingest import EVENT_TYPE_PATTERN, OPERATIONAL_EVENT_TYPES
+from webhooks.signing import is_valid_secret
+from webhooks.timeutil import isoformat, to_naive_utc
+
+#: Endpoint URLs longer than this are refused (no receiver needs more).
+MAX_URL_LENGTH = 2048
+
+#: An endpoint subscribes to at most this many event types (decision 16).
+MAX_EVENT_TYPES = 100
+
+#: Endpoint metadata: at most this many keys, each key and value bounded.
+MAX_METADATA_KEYS = 50
+
+#: Page sizes: ``limit`` defaults to 50 and may not exceed 250 (decision 4).
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 250
+
+EVENT_TYPE = validate.Regexp(EVENT_TYPE_PATTERN, error="must be 1 to 128 letters, digits, '_', '.' or '-'")
+
+
+def _unique(values: list[Any]) -> None:
+    if len(set(values)) != len(values):
+        raise ValidationError("must not repeat an event type")
+
+
+def _valid_secret(value: str) -> None:
+    if not is_valid_secret(value):
+        raise ValidationError("must be 'whsec_' followed by the base64 of 24 to 64 bytes")
+
+
+class UtcDateTime(fields.DateTime):
+    """Naive UTC (as stored) out as ISO 8601 with ``Z``; in, aware or naive (taken as UTC)."""
+
+    def _serialize(self, value: datetime | None, attr: str | None, obj: Any, **kwargs: Any) -> str | None:
+        return isoformat(value)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> datetime:
+        return to_naive_utc(super()._deserialize(value, attr, data, **kwargs))
+
+
+# --- requests ---------------------------------------------------------------------------
+
+
+class EndpointCreateSchema(Schema):
+    url = fields.Url(
+        required=True, schemes={"http", "https"}, require_tld=False, validate=validate.Length(max=MAX_URL_LENGTH)
+    )
+    event_types = fields.List(
+        fields.String(validate=EVENT_TYPE),
+        validate=[validate.Length(max=MAX_EVENT_TYPES), _unique],
+        metadata={"description": "Event types to receive; empty or absent means every non-operational type."},
+    )
+    description = fields.String(validate=validate.Length(max=1000))
+    rate_limit = fields.Integer(
+        strict=True,
+        allow_none=True,
+        validate=validate.Range(1, 10_000),
+        metadata={"description": "Calls per second at most; null for no limit."},
+    )
+    metadata = fields.Dict(
+        keys=fields.String(validate=validate.Length(1, 128)),
+        values=fields.String(validate=validate.Length(max=1000)),
+        validate=validate.Length(max=MAX_METADATA_KEYS),
+    )
+
+
+class EndpointUpdateSchema(EndpointCreateSchema):
+    """Every field optional (load with ``partial=True``); ``disabled`` stops or resumes calls."""
+
+    disabled = fields.Boolean()
+
+
+class SecretRotateSchema(Schema):
+    secret = fields.String(
+        validate=_valid_secret, metadata={"description": "The new secret; generated when absent."}
+    )
+
+
+class RecoverSchema(Schema):
+    since = UtcDateTime(required=True, metadata={"description": "ISO 8601; without an offset it is UTC."})
+
+
+class EventCreateSchema(Schema):
+    event_type = fields.String(
+        required=True,
+        validate=[
+            EVENT_TYPE,
+            validate.NoneOf(OPERATIONAL_EVENT_TYPES, error="is reserved for events the service raises itself"),
+        ],
+    )
+    payload = fields.Dict(required=True, metadata={"description": "Any JSON object; sent as `data`."})
+    idempotency_key = fields.String(validate=validate.Length(1, 255))
+
+
+class IdempotencyHeaderSchema(Schema):
+    idempotency_key = fields.String(data_key="Idempotency-Key", validate=validate.Length(1, 255))
+
+
+class CursorArgsSchema(Schema):
+    cursor = fields.String(
+        validate=validate.Length(max=64), metadata={"description": "`next_cursor` of the previous page."}
+    )
+    limit = fields.Integer(load_default=DEFAULT_PAGE_SIZE, validate=validate.Range(1, MAX_PAGE_SIZE))
+
+
+class EventListArgsSchema(Schema):
+    after = fields.Integer(
+        load_default=0, validate=validate.Range(min=0), metadata={"description": "Only events with a larger `seq`."}
+    )
+    limit = fields.Integer(load_default=DEFAULT_PAGE_SIZE, validate=validate.Range(1, MAX_PAGE_SIZE))
+    event_type = fields.String(validate=EVENT_TYPE)
+
+
+# --- responses --------------------------------------------------------------------------
+
+
+class EndpointSchema(Schema):
+    id = fields.String()
+    url = fields.String()
+    description = fields.String()
+    event_types = fields.List(fields.String())
+    rate_limit = fields.Integer(allow_none=True)
+    metadata = fields.Dict(keys=fields.String(), values=fields.String())
+    disabled = fields.Boolean()
+    disabled_reason = fields.String(allow_none=True)
+    created_at = UtcDateTime()
+    updated_at = UtcDateTime()
+
+
+class EndpointWithSecretSchema(EndpointSchema):
+    secret = fields.String()
+
+
+class SecretSchema(Schema):
+    secret = fields.String()
+
+
+class DeliverySummarySchema(Schema):
+    id = fields.String()
+    endpoint_id = fields.String()
+    status = fields.String(
+        metadata={"description": "pending, retrying, parked, delivered, failed or cancelled."}
+    )
+
+
+class DeliverySchema(DeliverySummarySchema):
+    event_id = fields.String()
+    attempts = fields.Integer()
+    next_attempt_at = UtcDateTime(allow_none=True)
+    last_status_code = fields.Integer(allow_none=True)
+    last_error = fields.String(allow_none=True)
+    created_at = UtcDateTime()
+    delivered_at = UtcDateTime(allow_none=True)
+
+
+class AttemptSchema(Schema):
+    id = fields.String()
+    delivery_id = fields.String()
+    event_id = fields.String()
+    endpoint_id = fields.String()
+    attempt_no = fields.Integer()
+    trigger = fields.String(metadata={"description": "ladder, resend or recover."})
+    started_at = UtcDateTime()
+    duration_ms = fields.Float()
+    url = fields.String()
+    request_headers = fields.Dict()
+    response_status = fields.Integer(allow_none=True)
+    response_headers = fields.Dict(allow_none=True)
+    response_body = fields.String(allow_none=True)
+    error_class = fields.String(allow_none=True)
+    error = fields.String(allow_none=True)
+    outcome = fields.String()
+    next_attempt_at = UtcDateTime(allow_none=True)
+
+
+class DeliveryDetailSchema(DeliverySchema):
+    recent_attempts = fields.List(fields.Nested(AttemptSchema), metadata={"description": "Newest first, at most 20."})
+
+
+class EventSchema(Schema):
+    id = fields.String()
+    seq = fields.Integer(metadata={"description": "Per-tenant, in commit order: the `after` cursor."})
+    event_type = fields.String()
+    payload = fields.Dict()
+    created_at = UtcDateTime()
+    deliveries = fields.List(fields.Nested(DeliverySummarySchema))
+
+
+class EventDetailSchema(EventSchema):
+    deliveries = fields.List(fields.Nested(DeliverySchema))
+
+
+class EventPageSchema(Schema):
+    data = fields.List(fields.Nested(EventSchema))
+    next_cursor = fields.Integer(
+        metadata={"description": "Always present: pass it as `after` to continue (or to poll)."}
+    )
+    has_more = fields.Boolean()
+
+
+class EndpointPageSchema(Schema):
+    data = fields.List(fields.Nested(EndpointSchema))
+    next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
+    has_more = fields.Boolean()
+
+
+class AttemptPageSchema(Schema):
+    data = fields.List(fields.Nested(AttemptSchema))
+    next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
+    has_more = fields.Boolean()
+
+
+class RecoverResultSchema(Schema):
+    queued = fields.Integer(metadata={"description": "Deliveries queued for a fresh attempt."})
+
+
+class HealthSchema(Schema):
+    status = fields.String(metadata={"description": "ok, degraded (broker down) or down (database down)."})
+    checks = fields.Dict(keys=fields.String(), values=fields.String())

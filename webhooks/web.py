@@ -1,0 +1,75 @@
+"""The HTTP layer: the flask-smorest Api, its blueprints, the bearer scheme, JSON for every error.
+
+Every error body has flask-smorest's shape ``{"code", "status", "message"?, "errors"?}``,
+including routing errors (404, 405), oversized bodies (413) and unexpected failures (500).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, current_app, request
+from flask_smorest import Api, abort
+from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAllowed, ServiceUnavailable
+
+from webhooks.actions import BrokerUnavailable
+from webhooks.api import register_blueprints
+
+log = logging.getLogger(__name__)
+
+#: OpenAPI name of the tenant API key scheme (``Authorization: Bearer <key>``).
+SECURITY_SCHEME = "bearerAuth"
+
+#: Seconds a client should wait before retrying when the broker is down.
+BROKER_RETRY_AFTER = 5
+
+ErrorResponse = tuple[dict[str, Any], int, dict[str, str]]
+
+
+def init_web(app: Flask) -> None:
+    """Create the Api on ``app``, register the blueprints and make every error JSON."""
+    api = Api(app, spec_kwargs={"security": [{SECURITY_SCHEME: []}]})
+    api.spec.components.security_scheme(
+        SECURITY_SCHEME,
+        {"type": "http", "scheme": "bearer", "description": "A tenant API key, `<key_id>.<secret>`."},
+    )
+    register_blueprints(api)
+    app.before_request(reject_oversized_body)
+
+    def http_error(error: HTTPException) -> ErrorResponse:
+        payload, code, headers = api.handle_http_exception(error)
+        if "message" not in payload and "errors" not in payload and error.description:
+            payload["message"] = error.description  # Werkzeug's generic text: says what, not why
+        if isinstance(error, MethodNotAllowed) and error.valid_methods:
+            headers = {**headers, "Allow": ", ".join(sorted(error.valid_methods))}  # RFC 9110 requires it
+        return payload, code, headers
+
+    def broker_unavailable(error: BrokerUnavailable) -> ErrorResponse:
+        return http_error(_with_data(ServiceUnavailable(), str(error), {"Retry-After": str(BROKER_RETRY_AFTER)}))
+
+    def unexpected_error(error: Exception) -> ErrorResponse:
+        log.error("unhandled error on %s %s", request.method, request.path, exc_info=error)
+        # The body says nothing about the cause: tracebacks and SQL stay in the log.
+        return http_error(_with_data(InternalServerError(), "internal error; it has been logged"))
+
+    app.register_error_handler(HTTPException, http_error)
+    app.register_error_handler(BrokerUnavailable, broker_unavailable)
+    app.register_error_handler(Exception, unexpected_error)
+
+
+def reject_oversized_body() -> None:
+    """413 as soon as ``Content-Length`` exceeds ``MAX_CONTENT_LENGTH``, before anything reads the body.
+
+    (A chunked body without a length is cut off by Werkzeug's limited stream, also with 413.)
+    """
+    limit = current_app.config.get("MAX_CONTENT_LENGTH")
+    length = request.content_length
+    if limit is not None and length is not None and length > limit:
+        abort(413, message=f"request body too large: at most {limit} bytes")
+
+
+def _with_data(error: HTTPException, message: str, headers: dict[str, str] | None = None) -> HTTPException:
+    """``error`` carrying the message and headers flask-smorest's handler puts in the response."""
+    error.data = {"message": message, **({"headers": headers} if headers else {})}  # type: ignore[attr-defined]
+    return error

@@ -1,0 +1,247 @@
+"""The worker: one thread owns the pika connection, a bounded pool of threads delivers.
+
+Delivery threads never touch pika (it is not thread-safe): they hand publishes and
+acks back with ``connection.add_callback_threadsafe``, so the connection thread is
+never blocked by a slow endpoint and heartbeats keep flowing. The first SIGTERM stops
+consuming and lets in-flight deliveries finish; a second exits at once (unacked
+messages return to the queue). A lost broker or database is waited out, not fatal.
+
+Run it with ``python -m webhooks.worker``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from functools import partial
+from typing import Any, Callable
+
+import peewee
+import pika
+import pika.exceptions
+from pika.adapters.blocking_connection import BlockingChannel
+
+from webhooks import db, logs
+from webhooks.config import Settings
+from webhooks.delivery import Handled, Processor
+from webhooks.http_client import Sender
+from webhooks.netguard import TargetPolicy
+from webhooks.publisher import Outgoing, PublishError, connection_parameters, publish_on
+
+log = logging.getLogger(__name__)
+
+#: How long the connection thread waits for socket events before checking for a stop.
+POLL_SECONDS = 0.2
+
+#: A delivery thread gives up waiting for the connection thread after this long.
+HANDOFF_TIMEOUT_SECONDS = 30.0
+
+#: Longest pause between attempts to reach a broker or database that is down.
+MAX_BACKOFF_SECONDS = 10.0
+
+
+class Stopping(Exception):
+    """Raised in a delivery thread waiting on the database when the worker is stopping."""
+
+
+class Worker:
+    def __init__(self, settings: Settings, processor: Processor | None = None) -> None:
+        self.settings = settings
+        self.topology = settings.topology
+        self.threads = settings.worker_threads
+        self.processor = processor or Processor(
+            settings,
+            Sender(
+                timeout=settings.delivery_timeout,
+                policy=TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks),
+                max_connections=self.threads * 2,
+            ),
+        )
+        self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix="delivery")
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._connection: pika.BlockingConnection | None = None
+
+    # -- the connection thread ------------------------------------------------------
+
+    def run(self) -> int:
+        """Consume until stopped; reconnect with backoff when the broker goes away."""
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                self._consume()
+                backoff = 0.5
+            except pika.exceptions.ChannelClosedByBroker as error:
+                if error.reply_code == 404:
+                    log.error("a queue of the ladder is missing (%s): run `python rabbit_setup.py`", error.reply_text)
+                    return 2
+                log.warning("channel closed by broker: %s; reconnecting in %.1fs", error, backoff)
+            except (pika.exceptions.AMQPError, OSError) as error:
+                log.warning("broker connection lost: %r; reconnecting in %.1fs", error, backoff)
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+        self.executor.shutdown(wait=True)
+        log.info("worker stopped")
+        return 0
+
+    def _consume(self) -> None:
+        params = connection_parameters(self.settings.amqp_url, timeout=5.0)
+        params.heartbeat = 30
+        connection = pika.BlockingConnection(params)
+        self._connection = connection
+        try:
+            channel = connection.channel()
+            self.topology.check(channel)
+            publish_channel = connection.channel()
+            publish_channel.confirm_delivery()
+            channel.basic_qos(prefetch_count=self.threads)
+            on_message = partial(self._on_message, connection, publish_channel)
+            tag = channel.basic_consume(self.topology.primary, on_message)
+            log.info("worker consuming %s with %d delivery threads", self.topology.primary, self.threads)
+            cancelled = False
+            while True:
+                connection.process_data_events(time_limit=POLL_SECONDS)
+                if self._stop.is_set() and not cancelled:
+                    channel.basic_cancel(tag)  # no new messages; in-flight ones finish below
+                    cancelled = True
+                if cancelled and self.in_flight == 0:
+                    return
+        finally:
+            self._connection = None
+            if connection.is_open:
+                try:
+                    connection.close()
+                except Exception:  # noqa: BLE001 - closing a connection that is already broken
+                    log.debug("error closing connection", exc_info=True)
+
+    def _on_message(
+        self,
+        connection: pika.BlockingConnection,
+        publish_channel: BlockingChannel,
+        channel: BlockingChannel,
+        method: Any,
+        properties: pika.BasicProperties,
+        body: bytes,
+    ) -> None:
+        with self._lock:
+            self._in_flight += 1
+        headers = dict(properties.headers or {})
+        self.executor.submit(self._work, connection, publish_channel, channel, method.delivery_tag, body, headers)
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    def stop(self) -> None:
+        """Stop taking messages; in-flight deliveries finish and are acked."""
+        self._stop.set()
+
+    # -- delivery threads ---------------------------------------------------------------
+
+    def _work(
+        self,
+        connection: pika.BlockingConnection,
+        publish_channel: BlockingChannel,
+        channel: BlockingChannel,
+        tag: int,
+        body: bytes,
+        headers: dict[str, Any],
+    ) -> None:
+        try:
+            handled = self._until_database_answers(lambda: self.processor.handle(body, headers))
+            if handled.publish:
+                published = self._on_connection(connection, partial(self._publish_all, publish_channel, handled.publish))
+                if not published:
+                    # The outbox relay republishes the next attempt once it is overdue.
+                    log.warning("next-step publish not confirmed; the relay will republish it")
+                elif handled.after_publish is not None:
+                    self._until_database_answers(handled.after_publish)
+            self._on_connection(connection, partial(_settle, channel, tag, handled.ack))
+        except Stopping:
+            log.info("stopping before the work was recorded; the message returns to the queue")
+        except Exception:  # noqa: BLE001 - a bug must not kill the thread; the message is requeued
+            log.exception("unexpected error handling a message; requeueing it")
+            self._on_connection(connection, partial(_settle, channel, tag, False))
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _until_database_answers(self, operation: Callable[[], Any]) -> Any:
+        """Run ``operation``, waiting out a database outage (the message stays unacked meanwhile)."""
+        backoff = 0.5
+        while True:
+            try:
+                return operation()
+            except (peewee.OperationalError, peewee.InterfaceError) as error:
+                if self._stop.is_set():
+                    raise Stopping from error
+                log.warning("database unavailable (%s); retrying in %.1fs", error, backoff)
+                db.reset_connection()
+                time.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+    def _on_connection(self, connection: pika.BlockingConnection, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the connection thread and return its result (None if that failed)."""
+        future: Future[Any] = Future()
+
+        def call() -> None:
+            try:
+                future.set_result(fn())
+            except Exception as error:  # noqa: BLE001 - handed back to the waiting thread
+                future.set_exception(error)
+
+        try:
+            connection.add_callback_threadsafe(call)
+            return future.result(timeout=HANDOFF_TIMEOUT_SECONDS)
+        except (pika.exceptions.AMQPError, PublishError, FutureTimeout, OSError) as error:
+            log.warning("connection-thread call failed: %r", error)
+            return None
+
+    @staticmethod
+    def _publish_all(channel: BlockingChannel, messages: list[Outgoing]) -> bool:
+        for queue, body, headers in messages:
+            publish_on(channel, queue, body, headers)
+        return True
+
+
+def _settle(channel: BlockingChannel, tag: int, ack: bool) -> bool:
+    """Ack (or requeue) on the connection thread; a tag of a dead channel is already requeued."""
+    if not channel.is_open:
+        return False
+    if ack:
+        channel.basic_ack(tag)
+    else:
+        channel.basic_nack(tag, requeue=True)
+    return True
+
+
+def main() -> int:
+    logs.configure()
+    settings = Settings.from_env()
+    db.init_database(settings.database_url)
+    worker = Worker(settings)
+    signals = {"count": 0}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        signals["count"] += 1
+        if signals["count"] > 1:
+            log.warning("second signal: exiting now; unacked messages return to the queue")
+            os._exit(1)
+        log.info("signal %d: finishing in-flight deliveries (send again to exit now)", signum)
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
