@@ -194,3 +194,38 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment a subprocess (worker, clock, web) needs to run with ``settings``."""
+    ladder = ",".join(f"{ms}ms" for ms in settings.ladder.delays_ms)
+    return {
+        **os.environ,
+        "DATABASE_URL": settings.database_url,
+        "AMQP_URL": settings.amqp_url,
+        "QUEUE_PREFIX": settings.queue_prefix,
+        "RETRY_LADDER": ladder,
+        "DELIVERY_TIMEOUT": str(settings.delivery_timeout),
+        "ALLOW_PRIVATE_TARGETS": "1" if settings.allow_private_targets else "0",
+        "WORKER_THREADS": str(settings.worker_threads),
+        "RELAY_GRACE": str(settings.relay_grace),
+        "SECRET_KEY": settings.secret_key or "test",
+    }
+
+
+def queue_messages(queue: str) -> list[tuple[bytes, dict[str, Any]]]:
+    """Every message now in ``queue`` (fetched, then returned to the queue unchanged)."""
+    connection, channel = amqp_channel()
+    messages, tags = [], []
+    try:
+        while True:
+            method, properties, body = channel.basic_get(queue, auto_ack=False)
+            if method is None:
+                break
+            tags.append(method.delivery_tag)
+            messages.append((body, dict(properties.headers or {})))
+        for tag in tags:
+            channel.basic_nack(tag, requeue=True)
+    finally:
+        connection.close()
+    return messages

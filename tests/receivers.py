@@ -90,18 +90,26 @@ def always(status: int, headers: Headers | None = None, body: bytes = b"") -> Re
     return respond
 
 
-def sequence(responses: Sequence[Response | int]) -> Responder:
-    """Answer with each response in turn, then keep repeating the last. An ``int`` is a bare status."""
+def sequence(responses: Sequence[Response | int | Responder]) -> Responder:
+    """Answer with each item in turn, then keep repeating the last.
+
+    An item is a ``(status, headers, body)`` tuple, a bare ``int`` status, or another responder
+    (e.g. ``sequence([sleep_then(2.0, 200), 200])``).
+    """
     if not responses:
         raise ValueError("sequence() needs at least one response")
-    items: list[Response] = [(r, None, b"") if isinstance(r, int) else r for r in responses]
+    items = list(responses)
     lock = threading.Lock()
     position = itertools.count()
 
     def respond(request: RecordedRequest) -> Response:
         with lock:
-            index = min(next(position), len(items) - 1)
-        return items[index]
+            item = items[min(next(position), len(items) - 1)]
+        if isinstance(item, int):
+            return item, None, b""
+        if callable(item):
+            return item(request)
+        return item
 
     return respond
 
@@ -184,6 +192,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         )
         receiver._record(request)
         status, headers, body = receiver.responder(request)
+        if receiver._stopping.is_set():
+            # Stopped while the responder ran (it was woken from ``pause``): a server that went
+            # down sends no answer, it drops the connection.
+            self.close_connection = True
+            return
         try:
             pairs = list(headers.items() if isinstance(headers, Mapping) else headers or ())
             self._respond(status, pairs, body)

@@ -29,7 +29,7 @@ from webhooks.timeutil import utcnow
 log = logging.getLogger(__name__)
 
 #: A claim outlives the call by this much, so a slow but live worker keeps its attempt.
-LEASE_MARGIN_SECONDS = 10.0
+LEASE_MARGIN_SECONDS = 5.0
 
 #: Response bodies are stored up to this size (the sender reads no more).
 MAX_STORED_BODY = 20 * 1024

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -22,6 +23,8 @@ from webhooks.outbox import enqueue, message_for
 from webhooks.publisher import Publisher
 from webhooks.timeutil import utcnow
 from webhooks.topology import Topology
+
+log = logging.getLogger(__name__)
 
 #: Raised by the service about endpoints; tenants cannot POST them (decision 15).
 OPERATIONAL_EVENT_TYPES = frozenset({"endpoint.offline", "endpoint.online", "endpoint.disabled", "delivery.exhausted"})
@@ -151,7 +154,11 @@ def accept_event(
     if not accepted.replayed:
         publisher, topology = _defaults(publisher, topology)
         messages = [message_for(d, accepted.event) for d in accepted.deliveries if d.status == "pending"]
-        enqueue(publisher, topology, messages)
+        confirmed = enqueue(publisher, topology, messages)
+        log.info(
+            "accepted event=%s tenant=%s type=%s seq=%d deliveries=%d queued=%d",
+            accepted.event.id, tenant.id, event_type, accepted.event.seq, len(accepted.deliveries), confirmed,
+        )
     return accepted
 
 

@@ -1,0 +1,454 @@
+"""/v1/endpoints: registration, validation, SSRF rules, paging, PATCH, delete, secrets, recovery."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from tests._api_fixtures_tmp import (  # noqa: F401 - fixtures
+    HOOK_URL,
+    create_endpoint,
+    headers,
+    make_app,
+    make_attempt,
+    post_event,
+    row_counts,
+)
+from webhooks.models import Delivery, Endpoint
+from webhooks.signing import generate_secret, is_valid_secret
+
+PUBLIC_FIELDS = {
+    "id", "url", "description", "event_types", "rate_limit", "metadata",
+    "disabled", "disabled_reason", "created_at", "updated_at",
+}  # fmt: skip
+
+
+def parse_time(value: str) -> datetime:
+    assert value.endswith("Z"), value
+    return datetime.fromisoformat(value[:-1])
+
+
+# --- create ------------------------------------------------------------------------------
+
+
+def test_registering_an_endpoint_returns_201_with_its_id_and_a_valid_secret(
+    client: FlaskClient, headers: dict[str, str]
+) -> None:
+    response = client.post(
+        "/v1/endpoints",
+        json={
+            "url": HOOK_URL,
+            "event_types": ["order.created", "order.paid"],
+            "description": "orders",
+            "rate_limit": 50,
+            "metadata": {"team": "billing"},
+        },
+        headers=headers,
+    )
+
+    assert response.status_code == 201
+    body = response.json
+    assert set(body) == PUBLIC_FIELDS | {"secret"}
+    assert body["id"].startswith("ep_")
+    assert is_valid_secret(body["secret"])
+    assert body["url"] == HOOK_URL
+    assert body["event_types"] == ["order.created", "order.paid"]
+    assert (body["description"], body["rate_limit"], body["metadata"]) == ("orders", 50, {"team": "billing"})
+    assert body["disabled"] is False and body["disabled_reason"] is None
+    assert body["created_at"].endswith("Z") and body["created_at"] == body["updated_at"]
+    assert response.headers["Location"].endswith(f"/v1/endpoints/{body['id']}")
+    stored = Endpoint.get_by_id(body["id"])
+    assert stored.secret == body["secret"]
+
+
+def test_only_url_is_required_and_defaults_are_shown(client: FlaskClient, headers: dict[str, str]) -> None:
+    body = create_endpoint(client, headers)
+
+    assert (body["event_types"], body["description"], body["rate_limit"], body["metadata"]) == ([], "", None, {})
+
+
+def test_reading_an_endpoint_does_not_show_its_secret(client: FlaskClient, headers: dict[str, str]) -> None:
+    created = create_endpoint(client, headers)
+
+    response = client.get(f"/v1/endpoints/{created['id']}", headers=headers)
+
+    assert response.status_code == 200
+    assert set(response.json) == PUBLIC_FIELDS
+    assert created["secret"] not in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "url"),
+        ({"url": "ftp://127.0.0.1/hook"}, "url"),
+        ({"url": "javascript:alert(1)"}, "url"),
+        ({"url": "not a url"}, "url"),
+        ({"url": 42}, "url"),
+        ({"url": HOOK_URL + "/" + "a" * 2100}, "url"),
+        ({"url": HOOK_URL, "event_types": "order.created"}, "event_types"),
+        ({"url": HOOK_URL, "event_types": ["has space"]}, "event_types"),
+        ({"url": HOOK_URL, "event_types": ["x" * 129]}, "event_types"),
+        ({"url": HOOK_URL, "event_types": ["a", "a"]}, "event_types"),
+        ({"url": HOOK_URL, "event_types": [f"t{i}" for i in range(101)]}, "event_types"),
+        ({"url": HOOK_URL, "description": "d" * 1001}, "description"),
+        ({"url": HOOK_URL, "rate_limit": 0}, "rate_limit"),
+        ({"url": HOOK_URL, "rate_limit": 10_001}, "rate_limit"),
+        ({"url": HOOK_URL, "rate_limit": "ten"}, "rate_limit"),
+        ({"url": HOOK_URL, "rate_limit": 1.5}, "rate_limit"),
+        ({"url": HOOK_URL, "metadata": {"k": 1}}, "metadata"),
+        ({"url": HOOK_URL, "metadata": ["k"]}, "metadata"),
+        ({"url": HOOK_URL, "metadata": {f"k{i}": "v" for i in range(51)}}, "metadata"),
+        ({"url": HOOK_URL, "secret": generate_secret()}, "secret"),
+        ({"url": HOOK_URL, "disabled": True}, "disabled"),
+    ],
+)
+def test_invalid_endpoint_is_rejected_with_422_naming_the_field_and_nothing_is_written(
+    client: FlaskClient, headers: dict[str, str], body: dict[str, Any], field: str
+) -> None:
+    before = row_counts()
+
+    response = client.post("/v1/endpoints", json=body, headers=headers)
+
+    assert response.status_code == 422
+    assert response.json["code"] == 422
+    assert list(response.json["errors"]["json"]) == [field]
+    assert row_counts() == before
+
+
+def test_every_unknown_field_is_named(client: FlaskClient, headers: dict[str, str]) -> None:
+    response = client.post("/v1/endpoints", json={"url": HOOK_URL, "colour": "red", "size": 1}, headers=headers)
+
+    assert response.status_code == 422
+    assert response.json["errors"]["json"] == {"colour": ["Unknown field."], "size": ["Unknown field."]}
+
+
+def test_boundary_values_are_accepted(client: FlaskClient, headers: dict[str, str]) -> None:
+    body = create_endpoint(
+        client,
+        headers,
+        event_types=[f"type-{i}" for i in range(100)],
+        description="d" * 1000,
+        rate_limit=10_000,
+        metadata={f"k{i}": "v" for i in range(50)},
+    )
+
+    assert len(body["event_types"]) == 100 and body["rate_limit"] == 10_000
+
+
+def test_operational_event_types_may_be_subscribed_to(client: FlaskClient, headers: dict[str, str]) -> None:
+    body = create_endpoint(client, headers, event_types=["endpoint.offline", "delivery.exhausted"])
+
+    assert body["event_types"] == ["endpoint.offline", "delivery.exhausted"]
+
+
+# --- SSRF --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def guarded_client(make_app: Callable[..., Flask]) -> FlaskClient:
+    """A client of an app that applies the production SSRF rules (no private targets)."""
+    return make_app(allow_private_targets=False).test_client()
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1:8080/hook", "loopback"),
+        ("http://10.1.2.3/hook", "private"),
+        ("http://169.254.169.254/latest/meta-data", "link-local"),
+        ("http://[::ffff:7f00:1]/hook", "IPv4-mapped"),
+        ("http://[::1]:8000/hook", "loopback"),
+        ("http://localhost/hook", "localhost"),
+        ("https://no-such-host.invalid/hook", "does not resolve"),
+    ],
+)
+def test_registering_a_url_that_reaches_a_forbidden_address_is_422_on_url(
+    guarded_client: FlaskClient, headers: dict[str, str], url: str, reason: str
+) -> None:
+    before = row_counts()
+
+    response = guarded_client.post("/v1/endpoints", json={"url": url}, headers=headers)
+
+    assert response.status_code == 422
+    (message,) = response.json["errors"]["json"]["url"]
+    assert reason in message
+    assert row_counts() == before
+
+
+def test_allowed_target_networks_open_a_private_range(
+    make_app: Callable[..., Flask], headers: dict[str, str]
+) -> None:
+    client = make_app(allow_private_targets=False, allowed_target_networks="10.20.0.0/16").test_client()
+
+    allowed = client.post("/v1/endpoints", json={"url": "http://10.20.1.1/hook"}, headers=headers)
+    refused = client.post("/v1/endpoints", json={"url": "http://10.30.1.1/hook"}, headers=headers)
+
+    assert allowed.status_code == 201
+    assert refused.status_code == 422
+
+
+def test_changing_the_url_to_a_forbidden_address_is_rejected_and_nothing_changes(
+    make_app: Callable[..., Flask], headers: dict[str, str]
+) -> None:
+    client = make_app(allow_private_targets=False, allowed_target_networks="10.20.0.0/16").test_client()
+    created = create_endpoint(client, headers, url="http://10.20.1.1/hook")
+
+    response = client.patch(
+        f"/v1/endpoints/{created['id']}", json={"url": "http://127.0.0.1/admin", "description": "x"}, headers=headers
+    )
+
+    assert response.status_code == 422
+    assert "loopback" in response.json["errors"]["json"]["url"][0]
+    stored = Endpoint.get_by_id(created["id"])
+    assert (stored.url, stored.description) == ("http://10.20.1.1/hook", "")
+
+
+# --- list --------------------------------------------------------------------------------
+
+
+def test_endpoints_are_listed_oldest_first_in_cursor_pages(client: FlaskClient, headers: dict[str, str]) -> None:
+    ids = [create_endpoint(client, headers, description=str(i))["id"] for i in range(5)]
+
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        query = {"limit": 2} if cursor is None else {"limit": 2, "cursor": cursor}
+        page = client.get("/v1/endpoints", query_string=query, headers=headers).json
+        pages += 1
+        seen += [item["id"] for item in page["data"]]
+        assert page["has_more"] == (page["next_cursor"] is not None)
+        if not page["has_more"]:
+            break
+        cursor = page["next_cursor"]
+
+    assert seen == sorted(ids)
+    assert pages == 3
+
+
+def test_listing_defaults_to_50_and_rejects_a_limit_over_250(client: FlaskClient, headers: dict[str, str]) -> None:
+    create_endpoint(client, headers)
+
+    default = client.get("/v1/endpoints", headers=headers)
+    too_many = client.get("/v1/endpoints?limit=251", headers=headers)
+    zero = client.get("/v1/endpoints?limit=0", headers=headers)
+
+    assert default.status_code == 200 and len(default.json["data"]) == 1
+    assert default.json["next_cursor"] is None and default.json["has_more"] is False
+    assert too_many.status_code == 422 and "limit" in too_many.json["errors"]["query"]
+    assert zero.status_code == 422 and "limit" in zero.json["errors"]["query"]
+
+
+def test_deleted_endpoints_are_not_listed(client: FlaskClient, headers: dict[str, str]) -> None:
+    kept = create_endpoint(client, headers)["id"]
+    gone = create_endpoint(client, headers)["id"]
+    client.delete(f"/v1/endpoints/{gone}", headers=headers)
+
+    page = client.get("/v1/endpoints", headers=headers).json
+
+    assert [item["id"] for item in page["data"]] == [kept]
+
+
+# --- update ------------------------------------------------------------------------------
+
+
+def test_patch_changes_only_the_given_fields_and_bumps_updated_at(
+    client: FlaskClient, headers: dict[str, str]
+) -> None:
+    created = create_endpoint(client, headers, description="old", rate_limit=5, metadata={"a": "b"})
+    time.sleep(0.005)
+
+    response = client.patch(
+        f"/v1/endpoints/{created['id']}",
+        json={"url": HOOK_URL + "/v2", "rate_limit": None, "event_types": ["x.y"]},
+        headers=headers,
+    )
+
+    assert response.status_code == 200
+    body = response.json
+    assert (body["url"], body["rate_limit"], body["event_types"]) == (HOOK_URL + "/v2", None, ["x.y"])
+    assert (body["description"], body["metadata"]) == ("old", {"a": "b"})
+    assert parse_time(body["updated_at"]) > parse_time(created["updated_at"])
+    assert body["created_at"] == created["created_at"]
+    assert Endpoint.get_by_id(created["id"]).secret == created["secret"]
+
+
+def test_patch_validates_like_create_and_writes_nothing_when_invalid(
+    client: FlaskClient, headers: dict[str, str]
+) -> None:
+    created = create_endpoint(client, headers)
+
+    response = client.patch(
+        f"/v1/endpoints/{created['id']}", json={"description": "new", "rate_limit": 0, "id": "ep_x"}, headers=headers
+    )
+
+    assert response.status_code == 422
+    assert set(response.json["errors"]["json"]) == {"rate_limit", "id"}
+    assert Endpoint.get_by_id(created["id"]).description == ""
+
+
+def test_disabling_parks_new_deliveries_and_enabling_releases_them(
+    client: FlaskClient, headers: dict[str, str]
+) -> None:
+    endpoint_id = create_endpoint(client, headers)["id"]
+
+    disabled = client.patch(f"/v1/endpoints/{endpoint_id}", json={"disabled": True}, headers=headers)
+    event = post_event(client, headers).json
+
+    assert disabled.status_code == 200
+    assert disabled.json["disabled"] is True and disabled.json["disabled_reason"]
+    assert [d["status"] for d in event["deliveries"]] == ["parked"]
+
+    enabled = client.patch(f"/v1/endpoints/{endpoint_id}", json={"disabled": False}, headers=headers)
+
+    assert enabled.json["disabled"] is False and enabled.json["disabled_reason"] is None
+    assert Delivery.get_by_id(event["deliveries"][0]["id"]).status == "pending"
+
+
+def test_patch_of_a_deleted_endpoint_is_404(client: FlaskClient, headers: dict[str, str]) -> None:
+    endpoint_id = create_endpoint(client, headers)["id"]
+    client.delete(f"/v1/endpoints/{endpoint_id}", headers=headers)
+
+    response = client.patch(f"/v1/endpoints/{endpoint_id}", json={"description": "back"}, headers=headers)
+
+    assert response.status_code == 404
+    assert response.json == {"code": 404, "status": "Not Found", "message": "endpoint not found"}
+
+
+# --- delete ------------------------------------------------------------------------------
+
+
+def test_delete_is_204_then_the_endpoint_is_gone_its_deliveries_cancelled_and_attempts_kept(
+    client: FlaskClient, headers: dict[str, str]
+) -> None:
+    endpoint_id = create_endpoint(client, headers)["id"]
+    (delivery,) = post_event(client, headers).json["deliveries"]
+    make_attempt(delivery["id"], 1)
+
+    response = client.delete(f"/v1/endpoints/{endpoint_id}", headers=headers)
+
+    assert response.status_code == 204 and response.data == b""
+    assert client.get(f"/v1/endpoints/{endpoint_id}", headers=headers).status_code == 404
+    assert client.delete(f"/v1/endpoints/{endpoint_id}", headers=headers).status_code == 404
+    assert Delivery.get_by_id(delivery["id"]).status == "cancelled"
+    history = client.get(f"/v1/endpoints/{endpoint_id}/attempts", headers=headers)
+    assert history.status_code == 200 and len(history.json["data"]) == 1
+
+
+def test_deleted_endpoint_gets_no_new_deliveries(client: FlaskClient, headers: dict[str, str]) -> None:
+    endpoint_id = create_endpoint(client, headers)["id"]
+    client.delete(f"/v1/endpoints/{endpoint_id}", headers=headers)
+
+    event = post_event(client, headers).json
+
+    assert event["deliveries"] == []
+
+
+# --- secret ------------------------------------------------------------------------------
+
+
+def test_secret_is_readable(client: FlaskClient, headers: dict[str, str]) -> None:
+    created = create_endpoint(client, headers)
+
+    response = client.get(f"/v1/endpoints/{created['id']}/secret", headers=headers)
+
+    assert response.status_code == 200
+    assert response.json == {"secret": created["secret"]}
+
+
+def test_rotation_generates_a_new_secret_and_keeps_the_old_one_for_the_overlap(
+    app: Flask, client: FlaskClient, headers: dict[str, str]
+) -> None:
+    created = create_endpoint(client, headers)
+    overlap = app.extensions["webhooks.settings"].secret_rotation_overlap
+
+    response = client.post(f"/v1/endpoints/{created['id']}/secret/rotate", headers=headers)
+
+    assert response.status_code == 200
+    new_secret = response.json["secret"]
+    assert is_valid_secret(new_secret) and new_secret != created["secret"]
+    stored = Endpoint.get_by_id(created["id"])
+    assert (stored.secret, stored.previous_secret) == (new_secret, created["secret"])
+    expected_until = datetime.utcnow() + timedelta(seconds=overlap)
+    assert abs((stored.previous_secret_until - expected_until).total_seconds()) < 5
+    assert client.get(f"/v1/endpoints/{created['id']}/secret", headers=headers).json == {"secret": new_secret}
+
+
+def test_rotation_accepts_a_given_secret(client: FlaskClient, headers: dict[str, str]) -> None:
+    created = create_endpoint(client, headers)
+    chosen = generate_secret()
+
+    response = client.post(f"/v1/endpoints/{created['id']}/secret/rotate", json={"secret": chosen}, headers=headers)
+
+    assert response.json == {"secret": chosen}
+    assert Endpoint.get_by_id(created["id"]).secret == chosen
+
+
+@pytest.mark.parametrize("secret", ["plain", "whsec_!!!", "whsec_" + "QUJD" * 2, 7])
+def test_rotation_to_an_invalid_secret_is_422_and_changes_nothing(
+    client: FlaskClient, headers: dict[str, str], secret: Any
+) -> None:
+    created = create_endpoint(client, headers)
+
+    response = client.post(f"/v1/endpoints/{created['id']}/secret/rotate", json={"secret": secret}, headers=headers)
+
+    assert response.status_code == 422
+    assert list(response.json["errors"]["json"]) == ["secret"]
+    stored = Endpoint.get_by_id(created["id"])
+    assert (stored.secret, stored.previous_secret) == (created["secret"], None)
+
+
+# --- recover and attempts ----------------------------------------------------------------
+
+
+def test_recover_requeues_failed_and_parked_deliveries_since_the_given_time(
+    client: FlaskClient, headers: dict[str, str]
+) -> None:
+    endpoint_id = create_endpoint(client, headers)["id"]
+    failed, parked, delivered = (post_event(client, headers).json["deliveries"][0]["id"] for _ in range(3))
+    Delivery.update(status="failed", attempts=3).where(Delivery.id == failed).execute()
+    Delivery.update(status="parked").where(Delivery.id == parked).execute()
+    Delivery.update(status="delivered", attempts=1).where(Delivery.id == delivered).execute()
+
+    response = client.post(
+        f"/v1/endpoints/{endpoint_id}/recover", json={"since": "2000-01-01T00:00:00+02:00"}, headers=headers
+    )
+    none_since_tomorrow = client.post(
+        f"/v1/endpoints/{endpoint_id}/recover",
+        json={"since": (datetime.utcnow() + timedelta(days=1)).isoformat()},
+        headers=headers,
+    )
+
+    assert response.status_code == 202
+    assert response.json == {"queued": 2}
+    assert none_since_tomorrow.json == {"queued": 0}
+
+
+@pytest.mark.parametrize("body", [{}, {"since": "yesterday"}, {"since": 5}, {"since": "2024-01-01", "x": 1}])
+def test_recover_needs_a_valid_since(client: FlaskClient, headers: dict[str, str], body: dict[str, Any]) -> None:
+    endpoint_id = create_endpoint(client, headers)["id"]
+
+    response = client.post(f"/v1/endpoints/{endpoint_id}/recover", json=body, headers=headers)
+
+    assert response.status_code == 422
+    assert "since" in response.json["errors"]["json"] or "x" in response.json["errors"]["json"]
+
+
+def test_endpoint_attempts_are_listed_newest_first_across_its_deliveries(
+    client: FlaskClient, headers: dict[str, str]
+) -> None:
+    endpoint_id = create_endpoint(client, headers)["id"]
+    first, second = (post_event(client, headers).json["deliveries"][0]["id"] for _ in range(2))
+    attempts = [make_attempt(first, 1).id, make_attempt(second, 1).id, make_attempt(first, 2).id]
+
+    page = client.get(f"/v1/endpoints/{endpoint_id}/attempts", headers=headers).json
+
+    assert [item["id"] for item in page["data"]] == attempts[::-1]
+    assert page["next_cursor"] is None and page["has_more"] is False
+    assert page["data"][0]["endpoint_id"] == endpoint_id
