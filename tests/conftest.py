@@ -86,6 +86,8 @@ def database_url(tmp_path: Any, postgres_database: str | None) -> Iterator[str]:
 @pytest.fixture(scope="session", autouse=True)
 def _delete_session_queues() -> Iterator[None]:
     yield
+    if not _declared:
+        return
     connection, channel = amqp_channel()
     for topology in _declared.values():
         topology.delete(channel)
@@ -143,6 +145,12 @@ def client(app: Flask) -> FlaskClient:
     return app.test_client()
 
 
+@pytest.fixture
+def make_app(make_settings: Callable[..., Settings]) -> Callable[..., Flask]:
+    """``make_app(**settings_overrides)``: another app on this test's database."""
+    return lambda **overrides: create_app({"SETTINGS": make_settings(**overrides), "TESTING": True})
+
+
 def _tenant(name: str) -> SimpleNamespace:
     return SimpleNamespace(**create_tenant(name))
 
@@ -162,6 +170,12 @@ def other_tenant(database_url: str) -> SimpleNamespace:
 def auth() -> Callable[[SimpleNamespace], dict[str, str]]:
     """``auth(tenant)``: the Authorization header of that tenant."""
     return lambda tenant: {"Authorization": f"Bearer {tenant.api_key}"}
+
+
+@pytest.fixture
+def headers(tenant: SimpleNamespace, auth: Callable[[SimpleNamespace], dict[str, str]]) -> dict[str, str]:
+    """The Authorization header of ``tenant``."""
+    return auth(tenant)
 
 
 @pytest.fixture

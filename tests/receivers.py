@@ -243,6 +243,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if piece:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 self.wfile.flush()
+        if self.server.receiver._stopping.is_set():
+            self.close_connection = True  # cut off mid-body, as a dying server would
+            return
         self.wfile.write(b"0\r\n\r\n")
 
 

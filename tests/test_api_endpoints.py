@@ -10,17 +10,18 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests._api_fixtures_tmp import (  # noqa: F401 - fixtures
+from tests.api_helpers import (
     HOOK_URL,
     create_endpoint,
-    headers,
-    make_app,
     make_attempt,
     post_event,
     row_counts,
 )
 from webhooks.models import Delivery, Endpoint
 from webhooks.signing import generate_secret, is_valid_secret
+from webhooks.timeutil import utcnow
+
+#: The helpers' fixtures (``headers``, ``make_app``); to merge into conftest.py.
 
 PUBLIC_FIELDS = {
     "id", "url", "description", "event_types", "rate_limit", "metadata",
@@ -97,6 +98,9 @@ def test_reading_an_endpoint_does_not_show_its_secret(client: FlaskClient, heade
         ({"url": HOOK_URL, "event_types": ["a", "a"]}, "event_types"),
         ({"url": HOOK_URL, "event_types": [f"t{i}" for i in range(101)]}, "event_types"),
         ({"url": HOOK_URL, "description": "d" * 1001}, "description"),
+        ({"url": HOOK_URL, "description": "nul \x00 inside"}, "description"),
+        ({"url": HOOK_URL, "description": "unpaired \ud800 surrogate"}, "description"),
+        ({"url": HOOK_URL + "/\ud800"}, "url"),
         ({"url": HOOK_URL, "rate_limit": 0}, "rate_limit"),
         ({"url": HOOK_URL, "rate_limit": 10_001}, "rate_limit"),
         ({"url": HOOK_URL, "rate_limit": "ten"}, "rate_limit"),
@@ -181,9 +185,7 @@ def test_registering_a_url_that_reaches_a_forbidden_address_is_422_on_url(
     assert row_counts() == before
 
 
-def test_allowed_target_networks_open_a_private_range(
-    make_app: Callable[..., Flask], headers: dict[str, str]
-) -> None:
+def test_allowed_target_networks_open_a_private_range(make_app: Callable[..., Flask], headers: dict[str, str]) -> None:
     client = make_app(allow_private_targets=False, allowed_target_networks="10.20.0.0/16").test_client()
 
     allowed = client.post("/v1/endpoints", json={"url": "http://10.20.1.1/hook"}, headers=headers)
@@ -232,17 +234,19 @@ def test_endpoints_are_listed_oldest_first_in_cursor_pages(client: FlaskClient, 
     assert pages == 3
 
 
-def test_listing_defaults_to_50_and_rejects_a_limit_over_250(client: FlaskClient, headers: dict[str, str]) -> None:
+def test_listing_defaults_to_50_and_rejects_a_bad_limit_or_cursor(client: FlaskClient, headers: dict[str, str]) -> None:
     create_endpoint(client, headers)
 
     default = client.get("/v1/endpoints", headers=headers)
     too_many = client.get("/v1/endpoints?limit=251", headers=headers)
     zero = client.get("/v1/endpoints?limit=0", headers=headers)
+    not_a_cursor = client.get("/v1/endpoints?cursor=%00", headers=headers)
 
     assert default.status_code == 200 and len(default.json["data"]) == 1
     assert default.json["next_cursor"] is None and default.json["has_more"] is False
     assert too_many.status_code == 422 and "limit" in too_many.json["errors"]["query"]
     assert zero.status_code == 422 and "limit" in zero.json["errors"]["query"]
+    assert not_a_cursor.status_code == 422 and "cursor" in not_a_cursor.json["errors"]["query"]
 
 
 def test_deleted_endpoints_are_not_listed(client: FlaskClient, headers: dict[str, str]) -> None:
@@ -258,9 +262,7 @@ def test_deleted_endpoints_are_not_listed(client: FlaskClient, headers: dict[str
 # --- update ------------------------------------------------------------------------------
 
 
-def test_patch_changes_only_the_given_fields_and_bumps_updated_at(
-    client: FlaskClient, headers: dict[str, str]
-) -> None:
+def test_patch_changes_only_the_given_fields_and_bumps_updated_at(client: FlaskClient, headers: dict[str, str]) -> None:
     created = create_endpoint(client, headers, description="old", rate_limit=5, metadata={"a": "b"})
     time.sleep(0.005)
 
@@ -375,7 +377,7 @@ def test_rotation_generates_a_new_secret_and_keeps_the_old_one_for_the_overlap(
     assert is_valid_secret(new_secret) and new_secret != created["secret"]
     stored = Endpoint.get_by_id(created["id"])
     assert (stored.secret, stored.previous_secret) == (new_secret, created["secret"])
-    expected_until = datetime.utcnow() + timedelta(seconds=overlap)
+    expected_until = utcnow() + timedelta(seconds=overlap)
     assert abs((stored.previous_secret_until - expected_until).total_seconds()) < 5
     assert client.get(f"/v1/endpoints/{created['id']}/secret", headers=headers).json == {"secret": new_secret}
 
@@ -421,7 +423,7 @@ def test_recover_requeues_failed_and_parked_deliveries_since_the_given_time(
     )
     none_since_tomorrow = client.post(
         f"/v1/endpoints/{endpoint_id}/recover",
-        json={"since": (datetime.utcnow() + timedelta(days=1)).isoformat()},
+        json={"since": (utcnow() + timedelta(days=1)).isoformat()},
         headers=headers,
     )
 

@@ -8,16 +8,16 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests._api_fixtures_tmp import (  # noqa: F401 - fixtures
+from tests.api_helpers import (
     DEAD_AMQP_URL,
     create_endpoint,
-    headers,
-    make_app,
     make_attempt,
     post_event,
     row_counts,
 )
 from webhooks.models import Delivery, Event, IdempotencyKey
+
+#: The helpers' fixtures (``headers``, ``make_app``); to merge into conftest.py.
 
 DELIVERY_FIELDS = {
     "id", "event_id", "endpoint_id", "status", "attempts", "next_attempt_at",
@@ -90,6 +90,8 @@ def test_event_is_accepted_while_the_broker_is_down(make_app: Callable[..., Flas
         ({"event_type": "delivery.exhausted", "payload": {}}, {"event_type"}),
         ({"event_type": "a", "payload": {}, "idempotency_key": ""}, {"idempotency_key"}),
         ({"event_type": "a", "payload": {}, "idempotency_key": "k" * 256}, {"idempotency_key"}),
+        ({"event_type": "a", "payload": {}, "idempotency_key": "a\x00b"}, {"idempotency_key"}),
+        ({"event_type": "a", "payload": {}, "idempotency_key": "\udc00"}, {"idempotency_key"}),
         ({"event_type": "a", "payload": {}, "tenant_id": "ten_x", "seq": 9}, {"tenant_id", "seq"}),
     ],
 )
@@ -137,6 +139,14 @@ def test_same_idempotency_key_returns_the_same_event_and_creates_nothing(
     assert again.headers["Idempotent-Replayed"] == "true"
     assert "Idempotent-Replayed" not in first.headers
     assert row_counts() == before
+
+
+def test_idempotency_header_name_is_case_insensitive(client: FlaskClient, headers: dict[str, str]) -> None:
+    first = post_event(client, {**headers, "idempotency-key": "k"})
+    again = post_event(client, {**headers, "IDEMPOTENCY-KEY": "k"})
+
+    assert again.json["id"] == first.json["id"]
+    assert again.headers["Idempotent-Replayed"] == "true"
 
 
 def test_header_and_field_may_carry_the_same_key(client: FlaskClient, headers: dict[str, str]) -> None:
@@ -207,9 +217,7 @@ def test_empty_feed_of_a_new_tenant_has_cursor_zero(client: FlaskClient, headers
     assert client.get("/v1/events", headers=headers).json == {"data": [], "next_cursor": 0, "has_more": False}
 
 
-def test_feed_filters_by_event_type_and_keeps_seq_as_the_cursor(
-    client: FlaskClient, headers: dict[str, str]
-) -> None:
+def test_feed_filters_by_event_type_and_keeps_seq_as_the_cursor(client: FlaskClient, headers: dict[str, str]) -> None:
     for event_type in ("a", "b", "a", "b"):
         post_event(client, headers, event_type)
 
@@ -225,13 +233,14 @@ def test_feed_items_show_their_deliveries(client: FlaskClient, headers: dict[str
 
     (item,) = client.get("/v1/events", headers=headers).json["data"]
 
-    assert item["deliveries"] == [{"id": accepted["deliveries"][0]["id"], "endpoint_id": endpoint_id, "status": "pending"}]
+    (delivery,) = accepted["deliveries"]
+    assert item["deliveries"] == [{"id": delivery["id"], "endpoint_id": endpoint_id, "status": "pending"}]
 
 
 @pytest.mark.parametrize(
     ("query", "field"),
     [("limit=251", "limit"), ("limit=0", "limit"), ("limit=x", "limit"), ("after=-1", "after"),
-     ("after=abc", "after"), ("event_type=bad%20type", "event_type")],
+     ("after=abc", "after"), ("after=9223372036854775808", "after"), ("event_type=bad%20type", "event_type")],
 )  # fmt: skip
 def test_invalid_feed_arguments_are_422(client: FlaskClient, headers: dict[str, str], query: str, field: str) -> None:
     response = client.get(f"/v1/events?{query}", headers=headers)
@@ -308,6 +317,17 @@ def test_delivery_shows_its_twenty_most_recent_attempts(client: FlaskClient, hea
     assert (newest["attempt_no"], newest["response_status"], newest["response_body"]) == (22, 500, "boom")
     assert newest["request_headers"] == {"webhook-id": body["event_id"]}
     assert newest["started_at"].endswith("Z")
+
+
+@pytest.mark.parametrize("cursor", ["nonsense", "%00", "att_" + "!" * 26])
+def test_attempt_cursor_must_be_an_id(client: FlaskClient, headers: dict[str, str], cursor: str) -> None:
+    create_endpoint(client, headers)
+    delivery_id = post_event(client, headers).json["deliveries"][0]["id"]
+
+    response = client.get(f"/v1/deliveries/{delivery_id}/attempts?cursor={cursor}", headers=headers)
+
+    assert response.status_code == 422
+    assert list(response.json["errors"]["query"]) == ["cursor"]
 
 
 def test_delivery_attempts_page_through_everything(client: FlaskClient, headers: dict[str, str]) -> None:

@@ -294,6 +294,26 @@ def test_one_sender_serves_many_threads_at_once() -> None:
     assert len({r.client_address for r in requests}) <= 4  # pooled: at most max_connections sockets
 
 
+def test_server_dropping_the_connection_mid_answer_is_a_protocol_error() -> None:
+    receiver = Receiver(sleep_then(10))
+    with Sender(timeout=3, policy=OPEN) as sender:
+        results: list[HttpResult] = []
+        thread = threading.Thread(target=lambda: results.append(sender.post(receiver.url, {}, b"")))
+        thread.start()
+        receiver.wait_for(1)
+        receiver.stop()  # the endpoint goes down while "processing"
+        thread.join(timeout=5)
+    assert results[0].error_class == "protocol" and results[0].status_code is None
+
+
+def test_responses_follow_the_receiver_sequence() -> None:
+    with Receiver(sequence([sleep_then(0.01, 201), (503, {"Retry-After": "7"}, b"busy"), 200])) as receiver:
+        with Sender(timeout=2, policy=OPEN) as sender:
+            results = [sender.post(receiver.url, {}, b"") for _ in range(4)]
+    assert [r.status_code for r in results] == [201, 503, 200, 200]
+    assert results[1].headers["retry-after"] == "7" and results[1].body == b"busy"
+
+
 @pytest.mark.parametrize("url", ["ftp://127.0.0.1/x", "http://[::1/x"])
 def test_unusable_url_is_reported_not_raised(url: str) -> None:
     result = post(url)
@@ -369,8 +389,7 @@ def test_tls_to_a_plain_http_server_is_a_tls_error() -> None:
 
 @pytest.fixture(scope="module")
 def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl CLI not available")
+    assert shutil.which("openssl"), "the openssl command is needed to make a test certificate"
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(

@@ -144,12 +144,11 @@ def connection() -> Iterator[None]:
 
 
 def init_app(app: Any, settings: Any) -> None:
-    """Open the database lazily per request (after gunicorn forks) and close it on teardown."""
-    init_database(settings.database_url)
+    """Connect lazily on first query (after gunicorn forks) and close on teardown.
 
-    @app.before_request
-    def _connect() -> None:
-        database.connect(reuse_if_open=True)
+    Lazily, so ``/healthz`` can answer 503 itself when the database is down.
+    """
+    init_database(settings.database_url)
 
     @app.teardown_appcontext
     def _close(_exc: BaseException | None) -> None:

@@ -113,7 +113,7 @@ class Processor:
             attempt_id=new_id("att"),
             status=step.status,
             next_attempt_at=next_at,
-            attempt_fields=_attempt_fields(started, endpoint.url, request.headers, result),
+            attempt_fields=_attempt_fields(started, endpoint.url, request.headers, result, verdict),
             last_status_code=result.status_code,
             last_error=None if verdict.delivered else verdict.summary,
             disable_endpoint=verdict.summary if verdict.gone else None,
@@ -176,7 +176,11 @@ class Processor:
             log.warning("dead-lettered delivery=%s event=%s after %d attempts", message.delivery_id, message.event_id, message.attempt)
 
 
-def _attempt_fields(started: datetime, url: str, headers: dict[str, str], result: HttpResult) -> dict[str, Any]:
+def _attempt_fields(
+    started: datetime, url: str, headers: dict[str, str], result: HttpResult, verdict: Verdict
+) -> dict[str, Any]:
+    # A 2xx whose body then stalled is delivered (the receiver accepted it); the
+    # transport error is still kept in ``error`` for whoever investigates.
     return {
         "started_at": started,
         "duration_ms": round(result.duration_ms, 2),
@@ -185,6 +189,6 @@ def _attempt_fields(started: datetime, url: str, headers: dict[str, str], result
         "response_status": result.status_code,
         "response_headers": result.headers or None,
         "response_body": result.body[:MAX_STORED_BODY].decode("utf-8", errors="replace") if result.body else None,
-        "error_class": None if result.ok else (result.error_class or "http_status"),
+        "error_class": verdict.error_class,
         "error": result.error,
     }

@@ -7,10 +7,11 @@ naming the field instead of being silently ignored.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from marshmallow import Schema, ValidationError, fields, validate
 
+from webhooks.ids import PREFIXES, has_prefix
 from webhooks.ingest import EVENT_TYPE_PATTERN, OPERATIONAL_EVENT_TYPES
 from webhooks.signing import is_valid_secret
 from webhooks.timeutil import isoformat, to_naive_utc
@@ -28,12 +29,38 @@ MAX_METADATA_KEYS = 50
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 250
 
+#: ``seq`` is a BIGINT column: a larger ``after`` would be a database error, not an empty page.
+MAX_SEQ = 2**63 - 1
+
 EVENT_TYPE = validate.Regexp(EVENT_TYPE_PATTERN, error="must be 1 to 128 letters, digits, '_', '.' or '-'")
 
 
 def _unique(values: list[Any]) -> None:
     if len(set(values)) != len(values):
         raise ValidationError("must not repeat an event type")
+
+
+def storable_text(value: str) -> None:
+    """Text kept in a text column as is: refused here (422) rather than failing in the database.
+
+    PostgreSQL text cannot hold NUL, and UTF-8 cannot encode an unpaired surrogate (which a
+    JSON ``\\ud800`` escape produces). JSON columns are safe: they store such characters escaped.
+    """
+    if "\x00" in value:
+        raise ValidationError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("must be valid Unicode (no unpaired surrogates)") from None
+
+
+#: An idempotency key, in the body or the ``Idempotency-Key`` header.
+IDEMPOTENCY_KEY: list[Callable[[str], Any]] = [validate.Length(1, 255), storable_text]
+
+
+def _an_id(value: str) -> None:
+    if not any(has_prefix(value, prefix) for prefix in PREFIXES):
+        raise ValidationError("must be the next_cursor of a previous page")
 
 
 def _valid_secret(value: str) -> None:
@@ -63,7 +90,7 @@ class EndpointCreateSchema(Schema):
         validate=[validate.Length(max=MAX_EVENT_TYPES), _unique],
         metadata={"description": "Event types to receive; empty or absent means every non-operational type."},
     )
-    description = fields.String(validate=validate.Length(max=1000))
+    description = fields.String(validate=[validate.Length(max=1000), storable_text])
     rate_limit = fields.Integer(
         strict=True,
         allow_none=True,
@@ -84,9 +111,7 @@ class EndpointUpdateSchema(EndpointCreateSchema):
 
 
 class SecretRotateSchema(Schema):
-    secret = fields.String(
-        validate=_valid_secret, metadata={"description": "The new secret; generated when absent."}
-    )
+    secret = fields.String(validate=_valid_secret, metadata={"description": "The new secret; generated when absent."})
 
 
 class RecoverSchema(Schema):
@@ -102,23 +127,23 @@ class EventCreateSchema(Schema):
         ],
     )
     payload = fields.Dict(required=True, metadata={"description": "Any JSON object; sent as `data`."})
-    idempotency_key = fields.String(validate=validate.Length(1, 255))
+    idempotency_key = fields.String(validate=IDEMPOTENCY_KEY)
 
 
 class IdempotencyHeaderSchema(Schema):
-    idempotency_key = fields.String(data_key="Idempotency-Key", validate=validate.Length(1, 255))
+    idempotency_key = fields.String(data_key="Idempotency-Key", validate=IDEMPOTENCY_KEY)
 
 
 class CursorArgsSchema(Schema):
-    cursor = fields.String(
-        validate=validate.Length(max=64), metadata={"description": "`next_cursor` of the previous page."}
-    )
+    cursor = fields.String(validate=_an_id, metadata={"description": "`next_cursor` of the previous page."})
     limit = fields.Integer(load_default=DEFAULT_PAGE_SIZE, validate=validate.Range(1, MAX_PAGE_SIZE))
 
 
 class EventListArgsSchema(Schema):
     after = fields.Integer(
-        load_default=0, validate=validate.Range(min=0), metadata={"description": "Only events with a larger `seq`."}
+        load_default=0,
+        validate=validate.Range(0, MAX_SEQ),
+        metadata={"description": "Only events with a larger `seq`."},
     )
     limit = fields.Integer(load_default=DEFAULT_PAGE_SIZE, validate=validate.Range(1, MAX_PAGE_SIZE))
     event_type = fields.String(validate=EVENT_TYPE)
@@ -151,9 +176,7 @@ class SecretSchema(Schema):
 class DeliverySummarySchema(Schema):
     id = fields.String()
     endpoint_id = fields.String()
-    status = fields.String(
-        metadata={"description": "pending, retrying, parked, delivered, failed or cancelled."}
-    )
+    status = fields.String(metadata={"description": "pending, retrying, parked, delivered, failed or cancelled."})
 
 
 class DeliverySchema(DeliverySummarySchema):

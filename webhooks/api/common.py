@@ -11,7 +11,8 @@ from flask_smorest import abort
 from webhooks.ids import has_prefix
 from webhooks.models import Attempt, BaseModel, Delivery, Endpoint, Event, Tenant
 
-M = TypeVar("M", bound=BaseModel)
+#: The models a tenant owns and the API looks up by id.
+M = TypeVar("M", Endpoint, Event, Delivery)
 
 #: Model -> (id prefix, the noun a 404 names). Nothing else is said: whether an id exists
 #: in another tenant is never revealed.
@@ -47,14 +48,14 @@ def get_owned(model: type[M], object_id: str, *, include_deleted: bool = False) 
 
 
 def cursor_page(
-    query: peewee.ModelSelect,
+    query: peewee.ModelSelect[Any],
     key: peewee.Field,
     *,
     limit: int,
     after: Any = None,
     newest_first: bool = False,
     feed: bool = False,
-    prefetch: tuple[peewee.ModelSelect, ...] = (),
+    prefetch: tuple[peewee.ModelSelect[Any], ...] = (),
 ) -> dict[str, Any]:
     """One page ``{data, next_cursor, has_more}`` of ``query`` ordered by the unique ``key``.
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from flask.views import MethodView
-from flask_smorest import Blueprint, abort
+from flask_smorest import abort
 
 from webhooks import actions
 from webhooks.api.common import attempt_page, get_owned, recent_attempts
+from webhooks.api.parsing import Blueprint
 from webhooks.auth import require_tenant
 from webhooks.models import Attempt, Delivery
 from webhooks.schemas import AttemptPageSchema, CursorArgsSchema, DeliveryDetailSchema, DeliverySchema
@@ -23,7 +24,7 @@ class DeliveryItem(MethodView):
     def get(self, delivery_id: str) -> Delivery:
         """Show a delivery with its most recent attempts (newest first)."""
         delivery = get_owned(Delivery, delivery_id)
-        delivery.recent_attempts = recent_attempts(delivery)
+        delivery.recent_attempts = recent_attempts(delivery)  # type: ignore[attr-defined]
         return delivery
 
 

@@ -6,10 +6,11 @@ from typing import Any
 
 from flask import current_app, url_for
 from flask.views import MethodView
-from flask_smorest import Blueprint, abort
+from flask_smorest import abort
 
 from webhooks import actions, db, netguard
 from webhooks.api.common import attempt_page, current_tenant, cursor_page, get_owned
+from webhooks.api.parsing import Blueprint
 from webhooks.auth import require_tenant
 from webhooks.ids import new_id
 from webhooks.models import Attempt, Endpoint
@@ -83,7 +84,7 @@ class EndpointItem(MethodView):
     @blp.arguments(EndpointUpdateSchema(partial=True))
     @blp.response(200, EndpointSchema)
     def patch(self, changes: dict[str, Any], endpoint_id: str) -> Endpoint:
-        """Change an endpoint; ``disabled: false`` also releases the deliveries it parked."""
+        """Change an endpoint; `disabled: false` also releases the deliveries it parked."""
         endpoint = get_owned(Endpoint, endpoint_id)
         if "url" in changes and changes["url"] != endpoint.url:
             check_target(changes["url"])
@@ -114,7 +115,7 @@ class EndpointSecretRotation(MethodView):
     @blp.arguments(SecretRotateSchema, required=False)
     @blp.response(200, SecretSchema)
     def post(self, data: dict[str, Any], endpoint_id: str) -> dict[str, str]:
-        """Replace the secret; the old one still signs for ``SECRET_ROTATION_OVERLAP``."""
+        """Replace the secret; the old one still signs for `SECRET_ROTATION_OVERLAP`."""
         endpoint = get_owned(Endpoint, endpoint_id)
         overlap = current_app.extensions["webhooks.settings"].secret_rotation_overlap
         secret = data.get("secret") or generate_secret()
@@ -140,7 +141,7 @@ class EndpointRecovery(MethodView):
     @blp.response(202, RecoverResultSchema)
     @blp.alt_response(503, response="SERVICE_UNAVAILABLE")
     def post(self, data: dict[str, Any], endpoint_id: str) -> dict[str, int]:
-        """Resend every failed or parked delivery of the endpoint created since ``since``."""
+        """Resend every failed or parked delivery of the endpoint created since `since`."""
         return {"queued": actions.recover(get_owned(Endpoint, endpoint_id), data["since"])}
 
 

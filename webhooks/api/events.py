@@ -6,10 +6,11 @@ from typing import Any
 
 from flask import url_for
 from flask.views import MethodView
-from flask_smorest import Blueprint, abort
+from flask_smorest import abort
 
 from webhooks import ingest
 from webhooks.api.common import attempt_page, current_tenant, cursor_page, get_owned
+from webhooks.api.parsing import Blueprint
 from webhooks.auth import require_tenant
 from webhooks.models import Attempt, Delivery, Event
 from webhooks.schemas import (
@@ -36,7 +37,7 @@ def _deliveries_in_order() -> Any:
 
 def _with_deliveries(event: Event, deliveries: list[Delivery]) -> Event:
     # Assigned the way peewee's prefetch() does, so every event view reads ``event.deliveries``.
-    event.deliveries = deliveries
+    event.deliveries = deliveries  # type: ignore[attr-defined]
     return event
 
 
@@ -72,7 +73,7 @@ class Events(MethodView):
     @blp.arguments(EventListArgsSchema, location="query")
     @blp.response(200, EventPageSchema)
     def get(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Events after the ``seq`` cursor, oldest first: how an offline client catches up."""
+        """Events after the `seq` cursor, oldest first: how an offline client catches up."""
         query = Event.select().where(Event.tenant == current_tenant().id)
         if "event_type" in args:
             query = query.where(Event.event_type == args["event_type"])

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from webhooks import health
+from webhooks.api.parsing import Blueprint
 from webhooks.schemas import HealthSchema
 
 blp = Blueprint("ops", __name__, description="Operations")
@@ -19,7 +19,7 @@ class Health(MethodView):
     def get(self) -> tuple[dict[str, object], int]:
         """Database and broker status: 503 only when the database is down.
 
-        A broker outage is ``degraded`` but still 200: events are accepted and relayed later.
+        A broker outage is `degraded` but still 200: events are accepted and relayed later.
         """
         database_ok, checks = health.check()
         if not database_ok:

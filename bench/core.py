@@ -1,0 +1,139 @@
+"""Delivery-core benchmark: throughput of one worker process and the gaps between retries.
+
+Usage: ``python bench/core.py [--events 2000] [--database sqlite|postgresql]``.
+Events are stored and published through the same code path as ``POST /v1/events``
+(without HTTP), one worker process delivers them to a fast local receiver, and the
+time from the first to the last arrival gives deliveries per second (every attempt
+logged in the database). A second phase sends events to an endpoint that fails
+twice and prints the observed gaps against the ladder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pika  # noqa: E402
+import psycopg2  # noqa: E402
+
+from bench.receiver import start as start_receiver  # noqa: E402
+from webhooks import db  # noqa: E402
+from webhooks.cli import create_tenant, migrate  # noqa: E402
+from webhooks.config import Settings  # noqa: E402
+from webhooks.ids import new_id  # noqa: E402
+from webhooks.ingest import accept_event  # noqa: E402
+from webhooks.models import Attempt, Delivery, Endpoint, Tenant  # noqa: E402
+from webhooks.publisher import Publisher, connection_parameters  # noqa: E402
+from webhooks.signing import generate_secret  # noqa: E402
+
+PAYLOAD = {"order": {"id": "ord_123", "amount": 4200, "currency": "EUR", "lines": [{"sku": f"sku-{i}", "qty": i} for i in range(20)]}}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url(kind: str) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{tempfile.mkdtemp()}/bench.db"
+    name = f"bench_{os.getpid()}"
+    admin = psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+    admin.autocommit = True
+    admin.cursor().execute(f'CREATE DATABASE "{name}"')
+    admin.close()
+    return f"postgresql://postgres@127.0.0.1:5432/{name}"
+
+
+def endpoint(tenant_id: str, url: str) -> None:
+    Endpoint.create(id=new_id("ep"), tenant=tenant_id, url=url, secret=generate_secret())
+
+
+def run_worker(settings: Settings) -> subprocess.Popen:
+    env = {**os.environ, "DATABASE_URL": settings.database_url, "QUEUE_PREFIX": settings.queue_prefix,
+           "RETRY_LADDER": ",".join(f"{d}ms" for d in settings.ladder.delays_ms), "ALLOW_PRIVATE_TARGETS": "1",
+           "LOG_LEVEL": "WARNING", "WORKER_THREADS": str(settings.worker_threads)}
+    return subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=env)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="postgresql")
+    args = parser.parse_args()
+
+    settings = Settings.from_env(env={}, database_url=database_url(args.database), queue_prefix=f"bench_{os.getpid()}",
+                                 ladder="1s,2s", allow_private_targets=True)
+    connection = pika.BlockingConnection(connection_parameters(settings.amqp_url, 5))
+    settings.topology.declare(connection.channel())
+    db.init_database(settings.database_url)
+    migrate()
+    tenant = Tenant.get_by_id(create_tenant("bench")["id"])
+    port = free_port()
+    counter = start_receiver(port)
+    endpoint(tenant.id, f"http://127.0.0.1:{port}/hook")
+    publisher = Publisher(settings.amqp_url)
+
+    started = time.monotonic()
+    for _ in range(args.events):
+        accept_event(tenant, "order.created", PAYLOAD, publisher=publisher, topology=settings.topology)
+    ingest_rate = args.events / (time.monotonic() - started)
+
+    worker = run_worker(settings)
+    deadline = time.monotonic() + 600
+    while counter.count < args.events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    arrivals = counter.arrivals
+    steady = arrivals[len(arrivals) // 10 :]  # after warm-up
+    rate = (len(steady) - 1) / (steady[-1] - steady[0])
+    time.sleep(1)
+    logged = Attempt.select().count()
+
+    # Retry gaps: an endpoint failing twice, ladder 1s,2s.
+    from tests.receivers import Receiver, sequence
+
+    gaps: list[list[float]] = []
+    with Receiver(sequence([500, 500, 200])) as failing:
+        other = Tenant.get_by_id(create_tenant("gaps")["id"])
+        endpoint(other.id, failing.url)
+        for _ in range(5):
+            before = len(failing.requests)
+            accept_event(other, "order.created", PAYLOAD, publisher=publisher, topology=settings.topology)
+            requests = failing.wait_for(before + 3, timeout=20)[before:]
+            gaps.append([b.received_at - a.received_at for a, b in zip(requests, requests[1:])])
+            failing.responder = sequence([500, 500, 200])
+    worker.terminate()
+    worker.wait()
+
+    first_gaps = [g[0] for g in gaps]
+    second_gaps = [g[1] for g in gaps]
+    print(f"date: {time.strftime('%Y-%m-%d')}  machine: {platform.machine()}, {os.cpu_count()} cores, "
+          f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**30} GiB, Python {platform.python_version()}")
+    print(f"database: {args.database}, events: {args.events}, worker threads: {settings.worker_threads}, one worker process")
+    print(f"ingest (store + publish, no HTTP): {ingest_rate:.0f} events/s")
+    print(f"delivery: {rate:.0f} deliveries/s sustained (after the first 10%), {logged} attempts logged")
+    print(f"retry gaps, ladder 1s,2s: first {min(first_gaps):.2f}-{max(first_gaps):.2f}s (mean {statistics.mean(first_gaps):.2f}), "
+          f"second {min(second_gaps):.2f}-{max(second_gaps):.2f}s (mean {statistics.mean(second_gaps):.2f})")
+    settings.topology.delete(connection.channel())
+    connection.close()
+    if args.database == "postgresql":
+        db.database.obj.close_all()
+        admin = psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+        admin.autocommit = True
+        admin.cursor().execute(f'DROP DATABASE IF EXISTS "bench_{os.getpid()}" WITH (FORCE)')
+        admin.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""Tenant isolation: every /v1 route answers 404 for another tenant's objects and leaks nothing."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from tests.api_helpers import create_endpoint, make_attempt, post_event
+from webhooks.models import Attempt, Delivery, Endpoint, Event
+
+#: Every /v1 route that names an object: (method, path, JSON body valid apart from the id).
+OBJECT_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
+    ("GET", "/v1/endpoints/{endpoint}", None),
+    ("PATCH", "/v1/endpoints/{endpoint}", {"description": "hijacked", "disabled": True}),
+    ("DELETE", "/v1/endpoints/{endpoint}", None),
+    ("GET", "/v1/endpoints/{endpoint}/secret", None),
+    ("POST", "/v1/endpoints/{endpoint}/secret/rotate", {}),
+    ("POST", "/v1/endpoints/{endpoint}/recover", {"since": "2000-01-01T00:00:00Z"}),
+    ("GET", "/v1/endpoints/{endpoint}/attempts", None),
+    ("GET", "/v1/events/{event}", None),
+    ("GET", "/v1/events/{event}/attempts", None),
+    ("GET", "/v1/deliveries/{delivery}", None),
+    ("GET", "/v1/deliveries/{delivery}/attempts", None),
+    ("POST", "/v1/deliveries/{delivery}/resend", None),
+]
+
+NOUNS = {"endpoint": "endpoint", "event": "event", "delivery": "delivery"}
+
+
+def _kind(path: str) -> str:
+    return path.split("{")[1].split("}")[0]
+
+
+@pytest.fixture
+def victim(client: FlaskClient, other_tenant: SimpleNamespace, auth: Callable[..., dict[str, str]]) -> dict[str, str]:
+    """Tenant B's endpoint, event, failed delivery and attempt (ids by kind)."""
+    headers = auth(other_tenant)
+    endpoint = create_endpoint(client, headers)
+    event = post_event(client, headers).json
+    delivery_id = event["deliveries"][0]["id"]
+    Delivery.update(status="failed", attempts=1).where(Delivery.id == delivery_id).execute()
+    attempt = make_attempt(delivery_id, 1)
+    return {
+        "endpoint": endpoint["id"],
+        "event": event["id"],
+        "delivery": delivery_id,
+        "attempt": attempt.id,
+        "secret": endpoint["secret"],
+    }
+
+
+def snapshot(ids: dict[str, str]) -> list[dict[str, Any]]:
+    """Everything stored about the victim's objects."""
+    return [
+        Endpoint.get_by_id(ids["endpoint"]).__data__,
+        Event.get_by_id(ids["event"]).__data__,
+        Delivery.get_by_id(ids["delivery"]).__data__,
+        *[row.__data__ for row in Attempt.select().where(Attempt.delivery == ids["delivery"])],
+    ]
+
+
+def request(client: FlaskClient, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]) -> Any:
+    return client.open(path, method=method, json=body, headers=headers)
+
+
+def test_the_matrix_covers_every_v1_route_that_names_an_object(app: Flask) -> None:
+    routed = {
+        (method, rule.rule)
+        for rule in app.url_map.iter_rules()
+        if rule.rule.startswith("/v1/") and "<" in rule.rule
+        for method in rule.methods - {"HEAD", "OPTIONS"}
+    }
+    covered = {(method, path.replace("{", "<").replace("}", "_id>")) for method, path, _ in OBJECT_ROUTES}
+
+    assert covered == routed
+
+
+@pytest.mark.parametrize(("method", "path", "body"), OBJECT_ROUTES, ids=[f"{m} {p}" for m, p, _ in OBJECT_ROUTES])
+def test_another_tenants_object_is_404_leaks_nothing_and_is_untouched(
+    client: FlaskClient,
+    tenant: SimpleNamespace,
+    auth: Callable[..., dict[str, str]],
+    victim: dict[str, str],
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+) -> None:
+    kind = _kind(path)
+    before = snapshot(victim)
+
+    response = request(client, method, path.format(**victim), body, auth(tenant))
+
+    assert response.status_code == 404
+    assert response.json == {"code": 404, "status": "Not Found", "message": f"{NOUNS[kind]} not found"}
+    text = response.get_data(as_text=True)
+    assert not any(value in text for value in victim.values())
+    assert snapshot(victim) == before
+
+
+@pytest.mark.parametrize("object_id", ["ep_{0}", "evt_{0}", "dlv_{0}", "nonsense", "ep_..", "%00"])
+@pytest.mark.parametrize(("method", "path", "body"), OBJECT_ROUTES, ids=[f"{m} {p}" for m, p, _ in OBJECT_ROUTES])
+def test_unknown_or_malformed_ids_get_the_same_404_as_another_tenants(
+    client: FlaskClient,
+    tenant: SimpleNamespace,
+    auth: Callable[..., dict[str, str]],
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    object_id: str,
+) -> None:
+    kind = _kind(path)
+    unknown = object_id.format("0" * 26)
+
+    response = request(client, method, path.format(**{kind: unknown}), body, auth(tenant))
+
+    assert response.status_code == 404
+    assert response.json == {"code": 404, "status": "Not Found", "message": f"{NOUNS[kind]} not found"}
+
+
+def test_lists_show_only_the_callers_objects(
+    client: FlaskClient, tenant: SimpleNamespace, auth: Callable[..., dict[str, str]], victim: dict[str, str]
+) -> None:
+    headers = auth(tenant)
+    own_endpoint = create_endpoint(client, headers)["id"]
+    own_event = post_event(client, headers).json
+
+    endpoints = client.get("/v1/endpoints", headers=headers).json
+    events = client.get("/v1/events", headers=headers).json
+    endpoints_after_theirs = client.get(f"/v1/endpoints?cursor={victim['endpoint']}", headers=headers).json
+
+    assert [e["id"] for e in endpoints["data"]] == [own_endpoint]
+    assert [e["id"] for e in events["data"]] == [own_event["id"]]
+    assert own_event["seq"] == 1  # seq is per tenant: B's event did not use a number
+    assert [d["endpoint_id"] for d in own_event["deliveries"]] == [own_endpoint]
+    assert all(e["id"] != victim["endpoint"] for e in endpoints_after_theirs["data"])
+
+
+def test_another_tenants_events_do_not_reach_my_endpoints(
+    client: FlaskClient,
+    tenant: SimpleNamespace,
+    other_tenant: SimpleNamespace,
+    auth: Callable[..., dict[str, str]],
+) -> None:
+    create_endpoint(client, auth(tenant))
+
+    theirs = post_event(client, auth(other_tenant)).json
+
+    assert theirs["deliveries"] == []
+
+
+def test_idempotency_keys_are_per_tenant(
+    client: FlaskClient,
+    tenant: SimpleNamespace,
+    other_tenant: SimpleNamespace,
+    auth: Callable[..., dict[str, str]],
+) -> None:
+    mine = post_event(client, {**auth(tenant), "Idempotency-Key": "shared"}, payload={"who": "a"})
+    theirs = post_event(client, {**auth(other_tenant), "Idempotency-Key": "shared"}, payload={"who": "b"})
+
+    assert (mine.status_code, theirs.status_code) == (202, 202)
+    assert mine.json["id"] != theirs.json["id"]
+    assert "Idempotent-Replayed" not in theirs.headers
