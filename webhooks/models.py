@@ -34,6 +34,8 @@ class BaseModel(peewee.Model):
 class Tenant(BaseModel):
     id = peewee.CharField(primary_key=True, max_length=40)
     name = peewee.CharField(max_length=200)
+    #: Where alerts about the tenant's endpoints go when an endpoint has no contact of its own.
+    contact_email = peewee.CharField(max_length=320, null=True)
     #: Last ``seq`` handed out; bumped inside each event's transaction (cursor = commit order).
     event_seq = peewee.BigIntegerField(default=0)
     created_at = peewee.DateTimeField(default=utcnow)
@@ -64,6 +66,19 @@ class Endpoint(BaseModel):
     previous_secret_until = peewee.DateTimeField(null=True)
     disabled = peewee.BooleanField(default=False)
     disabled_reason = peewee.TextField(null=True)
+    contact_email = peewee.CharField(max_length=320, null=True)
+    #: Presence: ``online``, ``offline`` (parking, one probe) or ``recovering`` (releasing the parked).
+    health = peewee.CharField(max_length=16, default="online")
+    consecutive_failures = peewee.IntegerField(default=0)
+    #: First failure since the last success (the disable clock runs from here).
+    failing_since = peewee.DateTimeField(null=True)
+    offline_since = peewee.DateTimeField(null=True)
+    last_success_at = peewee.DateTimeField(null=True)
+    #: While offline, the one delivery that keeps going through the ladder.
+    probe_delivery_id = peewee.CharField(max_length=40, null=True)
+    #: Token bucket of ``rate_limit``, shared by every worker process.
+    rate_tokens = peewee.FloatField(null=True)
+    rate_updated_at = peewee.DateTimeField(null=True)
     created_at = peewee.DateTimeField(default=utcnow)
     updated_at = peewee.DateTimeField(default=utcnow)
     #: Soft delete: the endpoint's attempts stay visible to support staff.
@@ -122,6 +137,7 @@ class Delivery(BaseModel):
         indexes = (
             (("status", "enqueued_at", "next_attempt_at"), False),
             (("endpoint", "status", "created_at"), False),
+            (("endpoint", "lease_until"), False),
         )
 
 
@@ -156,5 +172,44 @@ class Attempt(BaseModel):
         )
 
 
+class HealthChange(BaseModel):
+    """One change of an endpoint's presence, with its reason (``GET /v1/endpoints/<id>/health``)."""
+
+    id = peewee.AutoField()
+    endpoint = peewee.ForeignKeyField(Endpoint, backref="health_changes", on_delete="CASCADE")
+    tenant = peewee.ForeignKeyField(Tenant, on_delete="CASCADE")
+    from_state = peewee.CharField(max_length=16)
+    to_state = peewee.CharField(max_length=16)
+    reason = peewee.TextField()
+    created_at = peewee.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("endpoint", "id"), False),)
+
+
+class Alert(BaseModel):
+    """An alert to send once per state change: an email and an operational event (an outbox row)."""
+
+    id = peewee.AutoField()
+    tenant = peewee.ForeignKeyField(Tenant, on_delete="CASCADE")
+    endpoint = peewee.ForeignKeyField(Endpoint, null=True, on_delete="CASCADE")
+    #: ``endpoint.offline``, ``endpoint.online``, ``endpoint.disabled`` or ``delivery.exhausted``.
+    kind = peewee.CharField(max_length=32)
+    #: What the alert is about, as the operational event's payload.
+    data = JSONField()
+    created_at = peewee.DateTimeField(default=utcnow)
+    #: When the operational event was raised (None: not yet).
+    raised_at = peewee.DateTimeField(null=True)
+    event_id = peewee.CharField(max_length=40, null=True)
+    #: When the email was sent, or why it was not.
+    emailed_at = peewee.DateTimeField(null=True)
+    email_status = peewee.TextField(null=True)
+
+    class Meta:
+        indexes = ((("raised_at",), False), (("emailed_at",), False))
+
+
 #: Creation order (parents first).
-ALL_MODELS: tuple[type[BaseModel], ...] = (Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt)
+ALL_MODELS: tuple[type[BaseModel], ...] = (
+    Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt, HealthChange, Alert,
+)
