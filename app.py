@@ -38,7 +38,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     publisher.init_app(app, settings)
     init_web(app)
 
-    from webhooks import cli
+    from webhooks import cli, console, listen
 
     cli.init_app(app)
+    console.init_app(app)
+    listen.init_app(app)
     return app

@@ -45,25 +45,45 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+#: Admin connection used to create and drop the benchmark's PostgreSQL database.
+POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _admin(sql: str) -> None:
+    admin = psycopg2.connect(POSTGRES_ADMIN)
+    admin.autocommit = True
+    admin.cursor().execute(sql)
+    admin.close()
+
+
 def database_url(kind: str) -> str:
+    """A fresh database for one run."""
     if kind == "sqlite":
         return f"sqlite:///{tempfile.mkdtemp()}/bench.db"
-    name = f"bench_{os.getpid()}"
-    admin = psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-    admin.autocommit = True
-    admin.cursor().execute(f'CREATE DATABASE "{name}"')
-    admin.close()
-    return f"postgresql://postgres@127.0.0.1:5432/{name}"
+    _admin(f'CREATE DATABASE "bench_{os.getpid()}"')
+    return f"postgresql://postgres@127.0.0.1:5432/bench_{os.getpid()}"
+
+
+def drop_database(kind: str) -> None:
+    """Drop what ``database_url`` created (PostgreSQL)."""
+    if kind == "postgresql":
+        db.database.obj.close_all()
+        _admin(f'DROP DATABASE IF EXISTS "bench_{os.getpid()}" WITH (FORCE)')
+
+
+def machine() -> str:
+    return (f"date: {time.strftime('%Y-%m-%d')}  machine: {platform.machine()}, {os.cpu_count()} cores, "
+            f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**30} GiB, Python {platform.python_version()}")
 
 
 def endpoint(tenant_id: str, url: str) -> None:
     Endpoint.create(id=new_id("ep"), tenant=tenant_id, url=url, secret=generate_secret())
 
 
-def run_worker(settings: Settings) -> subprocess.Popen:
+def run_worker(settings: Settings, extra: dict[str, str] | None = None) -> subprocess.Popen:
     env = {**os.environ, "DATABASE_URL": settings.database_url, "QUEUE_PREFIX": settings.queue_prefix,
            "RETRY_LADDER": ",".join(f"{d}ms" for d in settings.ladder.delays_ms), "ALLOW_PRIVATE_TARGETS": "1",
-           "LOG_LEVEL": "WARNING", "WORKER_THREADS": str(settings.worker_threads)}
+           "LOG_LEVEL": "WARNING", "WORKER_THREADS": str(settings.worker_threads), **(extra or {})}
     return subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=env)
 
 
@@ -118,8 +138,7 @@ def main() -> None:
 
     first_gaps = [g[0] for g in gaps]
     second_gaps = [g[1] for g in gaps]
-    print(f"date: {time.strftime('%Y-%m-%d')}  machine: {platform.machine()}, {os.cpu_count()} cores, "
-          f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**30} GiB, Python {platform.python_version()}")
+    print(machine())
     print(f"database: {args.database}, events: {args.events}, worker threads: {settings.worker_threads}, one worker process")
     print(f"ingest (store + publish, no HTTP): {ingest_rate:.0f} events/s")
     print(f"delivery: {rate:.0f} deliveries/s sustained (after the first 10%), {logged} attempts logged")
@@ -127,12 +146,7 @@ def main() -> None:
           f"second {min(second_gaps):.2f}-{max(second_gaps):.2f}s (mean {statistics.mean(second_gaps):.2f})")
     settings.topology.delete(connection.channel())
     connection.close()
-    if args.database == "postgresql":
-        db.database.obj.close_all()
-        admin = psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-        admin.autocommit = True
-        admin.cursor().execute(f'DROP DATABASE IF EXISTS "bench_{os.getpid()}" WITH (FORCE)')
-        admin.close()
+    drop_database(args.database)
 
 
 if __name__ == "__main__":

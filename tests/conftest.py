@@ -25,6 +25,7 @@ from app import create_app
 from webhooks import db
 from webhooks.cli import create_tenant, migrate
 from webhooks.config import Settings
+from webhooks.console.models import CONSOLE_MODELS
 from webhooks.models import ALL_MODELS
 from webhooks.publisher import connection_parameters
 from webhooks.topology import Topology
@@ -77,7 +78,7 @@ def database_url(tmp_path: Any, postgres_database: str | None) -> Iterator[str]:
         db.database.close() if not db.database.is_closed() else None
         return
     db.init_database(postgres_database)
-    tables = ", ".join(f'"{model._meta.table_name}"' for model in ALL_MODELS)
+    tables = ", ".join(f'"{model._meta.table_name}"' for model in (*ALL_MODELS, *CONSOLE_MODELS))
     with db.database.connection_context():
         db.database.execute_sql(f"TRUNCATE {tables} CASCADE")
     yield postgres_database
@@ -196,6 +197,26 @@ def start_worker() -> Iterator[Callable[[Settings], Worker]]:
     for worker, thread in running:
         thread.join(timeout=15)
         worker.processor.sender.close()
+
+
+@pytest.fixture
+def start_clock() -> Iterator[Callable[[Settings], None]]:
+    """Start in-process clocks (a thread each); stopped and joined after the test."""
+    from webhooks import clock
+
+    running: list[tuple[threading.Event, threading.Thread]] = []
+
+    def start(settings: Settings) -> None:
+        stop = threading.Event()
+        thread = threading.Thread(target=clock.run, args=(settings, stop), name="clock", daemon=True)
+        thread.start()
+        running.append((stop, thread))
+
+    yield start
+    for stop, thread in running:
+        stop.set()
+    for stop, thread in running:
+        thread.join(timeout=15)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:

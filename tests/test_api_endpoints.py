@@ -17,7 +17,10 @@ from tests.api_helpers import (
     post_event,
     row_counts,
 )
+from webhooks.config import Settings
 from webhooks.models import Delivery, Endpoint
+from webhooks.publisher import Publisher
+from webhooks.recovery import Releaser
 from webhooks.signing import generate_secret, is_valid_secret
 from webhooks.timeutil import utcnow
 
@@ -25,7 +28,9 @@ from webhooks.timeutil import utcnow
 
 PUBLIC_FIELDS = {
     "id", "url", "description", "event_types", "rate_limit", "metadata",
-    "disabled", "disabled_reason", "created_at", "updated_at",
+    "disabled", "disabled_reason", "created_at", "updated_at", "contact_email",
+    "health", "consecutive_failures", "failing_since", "offline_since", "last_success_at",
+    "parked_count", "oldest_parked_at",
 }  # fmt: skip
 
 
@@ -295,8 +300,8 @@ def test_patch_validates_like_create_and_writes_nothing_when_invalid(
     assert Endpoint.get_by_id(created["id"]).description == ""
 
 
-def test_disabling_parks_new_deliveries_and_enabling_releases_them(
-    client: FlaskClient, headers: dict[str, str]
+def test_disabling_parks_new_deliveries_and_enabling_hands_them_to_the_paced_release(
+    client: FlaskClient, headers: dict[str, str], settings: Settings
 ) -> None:
     endpoint_id = create_endpoint(client, headers)["id"]
 
@@ -310,6 +315,12 @@ def test_disabling_parks_new_deliveries_and_enabling_releases_them(
     enabled = client.patch(f"/v1/endpoints/{endpoint_id}", json={"disabled": False}, headers=headers)
 
     assert enabled.json["disabled"] is False and enabled.json["disabled_reason"] is None
+    assert enabled.json["health"] == "recovering" and enabled.json["parked_count"] == 1
+    assert Delivery.get_by_id(event["deliveries"][0]["id"]).status == "parked"
+    publisher, releaser = Publisher(settings.amqp_url), Releaser(settings.release_rate)
+    time.sleep(0.1)  # the release is paced: let its bucket fill
+    assert releaser.release_parked(publisher, settings.topology) == 1
+    publisher.close()
     assert Delivery.get_by_id(event["deliveries"][0]["id"]).status == "pending"
 
 

@@ -12,7 +12,9 @@ MESSAGE = DeliveryMessage("dlv_1", "evt_1", "ep_1", "ten_1", "order.created", "2
 
 def test_a_message_round_trips_with_attempt_trigger_and_not_before():
     message = MESSAGE.next(attempt=3, trigger="resend", not_before=1234.5)
-    assert DeliveryMessage.decode(*message.encode()) == message
+    body, headers = message.encode()
+    assert all(isinstance(value, int) for key, value in headers.items() if key != "trigger")  # AMQP-safe types
+    assert DeliveryMessage.decode(body, headers) == message
 
 
 def test_a_message_carries_no_url_or_secret():

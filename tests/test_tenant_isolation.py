@@ -17,6 +17,7 @@ OBJECT_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/v1/endpoints/{endpoint}", None),
     ("PATCH", "/v1/endpoints/{endpoint}", {"description": "hijacked", "disabled": True}),
     ("DELETE", "/v1/endpoints/{endpoint}", None),
+    ("GET", "/v1/endpoints/{endpoint}/health", None),
     ("GET", "/v1/endpoints/{endpoint}/secret", None),
     ("POST", "/v1/endpoints/{endpoint}/secret/rotate", {}),
     ("POST", "/v1/endpoints/{endpoint}/recover", {"since": "2000-01-01T00:00:00Z"}),

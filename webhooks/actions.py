@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from webhooks.db import retrying, write
+from webhooks import presence
+from webhooks.db import locking, retrying, write
 from webhooks.messages import DeliveryMessage
 from webhooks.models import Delivery, Endpoint, Event
 from webhooks.outbox import message_for, publish_messages
@@ -114,22 +115,15 @@ def delete_endpoint(endpoint: Endpoint) -> None:
 
 @retrying
 def set_endpoint_disabled(endpoint: Endpoint, disabled: bool, reason: str | None = None) -> Endpoint:
-    """Disable ``endpoint`` (it gets no calls; new deliveries park) or enable it again.
+    """Disable ``endpoint`` (it gets no calls; its deliveries park) or enable it again.
 
-    Enabling releases its parked deliveries, oldest first, through the outbox relay.
+    Enabling hands its parked deliveries to the clock, which releases them in order, paced.
     """
     now = utcnow()
     with write():
-        (
-            Endpoint.update(disabled=disabled, disabled_reason=reason if disabled else None, updated_at=now)
-            .where(Endpoint.id == endpoint.id)
-            .execute()
-        )
-        if not disabled:
-            # Due since their creation: the relay publishes them in creation order.
-            (
-                Delivery.update(status="pending", next_attempt_at=Delivery.created_at, enqueued_at=None, updated_at=now)
-                .where((Delivery.endpoint == endpoint) & (Delivery.status == "parked"))
-                .execute()
-            )
+        row = locking(Endpoint.select().where(Endpoint.id == endpoint.id)).get()
+        if disabled:
+            presence.disable(row, reason or "disabled by a person", now)
+        else:
+            presence.enable(row, now)
     return Endpoint.get_by_id(endpoint.id)

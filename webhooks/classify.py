@@ -13,6 +13,9 @@ from email.utils import parsedate_to_datetime
 #: Statuses whose ``Retry-After`` we honour (decision 12 and the design's signing section).
 SLOW_DOWN_STATUSES = frozenset({429, 502, 503, 504})
 
+#: A receiver answering with this header (value ``disable``) asks to be disabled.
+DISABLE_HEADER = "webhook-delivery"
+
 #: ``Retry-After`` is capped: a receiver cannot park a delivery for longer than this (s).
 MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
 
@@ -21,6 +24,7 @@ MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
 class Verdict:
     delivered: bool
     #: The endpoint answered 410 Gone (or asked to be disabled): stop calling it.
+    #: Set together with ``delivered`` when a 2xx carried ``webhook-delivery: disable``.
     gone: bool = False
     #: Seconds the receiver asked us to wait before the next attempt.
     retry_after: float | None = None
@@ -57,6 +61,10 @@ def classify(
     """Judge one attempt from its status code and headers, or its transport error."""
     if status_code is None:
         return Verdict(False, error_class=error_class or "connection", summary=f"{error_class}: {error}")
+    if headers.get(DISABLE_HEADER, "").strip().lower() == "disable":
+        delivered = 200 <= status_code < 300
+        summary = f"HTTP {status_code} with {DISABLE_HEADER}: disable: endpoint disabled"
+        return Verdict(delivered, gone=True, error_class=None if delivered else "http_status", summary=summary)
     if 200 <= status_code < 300:
         return Verdict(True, summary=f"HTTP {status_code}")
     if status_code == 410:

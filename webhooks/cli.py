@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import click
 from flask import Flask
@@ -12,6 +13,9 @@ from webhooks.auth_keys import create_api_key, revoke_api_keys
 from webhooks.db import database, write
 from webhooks.ids import new_id
 from webhooks.models import Tenant
+
+#: A plausible email address (the SMTP server has the last word).
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 
 #: Where numbered migration modules live, relative to the repository root.
 MIGRATIONS_DIR = "migrations"
@@ -23,10 +27,10 @@ def migrate(directory: str = MIGRATIONS_DIR) -> list[str]:
         return Runner(database.obj, directory).up()
 
 
-def create_tenant(name: str) -> dict[str, str]:
+def create_tenant(name: str, contact_email: str | None = None) -> dict[str, str]:
     """A new tenant and its first API key, as printed by ``flask tenant create``."""
     with database.connection_context(), write():
-        tenant = Tenant.create(id=new_id("ten"), name=name)
+        tenant = Tenant.create(id=new_id("ten"), name=name, contact_email=contact_email)
         api_key = create_api_key(tenant)
     return {"id": tenant.id, "name": tenant.name, "api_key": api_key}
 
@@ -45,11 +49,14 @@ def init_app(app: Flask) -> None:
 
     @tenant_group.command("create")
     @click.argument("name")
-    def tenant_create(name: str) -> None:
+    @click.option("--contact-email", help="Where alerts about this tenant's endpoints go by default.")
+    def tenant_create(name: str, contact_email: str | None) -> None:
         """Create a tenant; prints JSON {id, name, api_key}. The key is shown only once."""
         if not name.strip():
             raise click.BadParameter("must not be empty", param_hint="NAME")
-        click.echo(json.dumps(create_tenant(name.strip())))
+        if contact_email is not None and not EMAIL.fullmatch(contact_email):
+            raise click.BadParameter("not an email address", param_hint="--contact-email")
+        click.echo(json.dumps(create_tenant(name.strip(), contact_email)))
 
     @tenant_group.command("rotate-key")
     @click.argument("tenant_id")

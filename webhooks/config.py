@@ -28,6 +28,10 @@ class Settings:
     secret_rotation_overlap: float = 24 * 3600.0
     max_body_bytes: int = 262_144
     endpoint_max_in_flight: int = 4
+    offline_after_failures: int = 5
+    release_rate: float = 20.0
+    disable_after: float = 5 * 86400.0
+    smtp_url: str | None = None
     worker_threads: int = 16
     publish_timeout: float = 1.0
     relay_grace: float = 10.0
@@ -49,6 +53,10 @@ class Settings:
             secret_rotation_overlap=parse_seconds(env.get("SECRET_ROTATION_OVERLAP", "24h")),
             max_body_bytes=int(env.get("MAX_BODY_BYTES", cls.max_body_bytes)),
             endpoint_max_in_flight=int(env.get("ENDPOINT_MAX_IN_FLIGHT", cls.endpoint_max_in_flight)),
+            offline_after_failures=int(env.get("OFFLINE_AFTER_FAILURES", cls.offline_after_failures)),
+            release_rate=float(env.get("RELEASE_RATE", cls.release_rate)),
+            disable_after=parse_seconds(env.get("DISABLE_AFTER", "5d")),
+            smtp_url=env.get("SMTP_URL") or None,
             worker_threads=int(env.get("WORKER_THREADS", cls.worker_threads)),
             publish_timeout=float(env.get("PUBLISH_TIMEOUT", cls.publish_timeout)),
             relay_grace=float(env.get("RELAY_GRACE", cls.relay_grace)),

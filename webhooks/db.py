@@ -154,3 +154,8 @@ def init_app(app: Any, settings: Any) -> None:
     def _close(_exc: BaseException | None) -> None:
         if not database.is_closed():
             database.close()
+
+
+def locking(query: Any) -> Any:
+    """``query … FOR UPDATE`` on PostgreSQL; SQLite's BEGIN IMMEDIATE already serialises writers."""
+    return query.for_update() if is_postgres() else query

@@ -16,20 +16,27 @@ from typing import Any, Callable
 from webhooks import store
 from webhooks.classify import Verdict, classify
 from webhooks.config import Settings
-from webhooks.endpoint_cache import EndpointCache, EndpointView
+from webhooks.endpoint_view import EndpointView
 from webhooks.http_client import HttpResult, Sender
 from webhooks.ids import new_id
 from webhooks.messages import DeliveryMessage, PoisonMessage
 from webhooks.outbox import mark_enqueued
 from webhooks.outgoing import active_secrets, build_request
 from webhooks.publisher import Outgoing
-from webhooks.store import ClaimState, Outcome
+from webhooks.store import ClaimState, Limits, Outcome
 from webhooks.timeutil import utcnow
 
 log = logging.getLogger(__name__)
 
 #: A claim outlives the call by this much, so a slow but live worker keeps its attempt.
 LEASE_MARGIN_SECONDS = 5.0
+
+#: After finding an endpoint at its in-flight cap, defer its messages without asking the
+#: database for this long (seconds).
+SATURATED_MEMORY_SECONDS = 0.25
+
+#: How long a message for a saturated endpoint waits before it is looked at again.
+THROTTLE_RECHECK_SECONDS = 1.0
 
 #: Response bodies are stored up to this size (the sender reads no more).
 MAX_STORED_BODY = 20 * 1024
@@ -56,12 +63,15 @@ class Step:
 
 
 class Processor:
-    def __init__(self, settings: Settings, sender: Sender, endpoints: EndpointCache | None = None) -> None:
+    def __init__(self, settings: Settings, sender: Sender) -> None:
         self.settings = settings
         self.topology = settings.topology
         self.ladder = settings.ladder
         self.sender = sender
-        self.endpoints = endpoints or EndpointCache()
+        self.limits = Limits(settings.endpoint_max_in_flight, settings.delivery_timeout + LEASE_MARGIN_SECONDS)
+        #: endpoint id -> monotonic time until which it is known to be at its in-flight cap,
+        #: so a backlog for a slow endpoint is deferred without a database round trip each.
+        self._saturated: dict[str, float] = {}
 
     def handle(self, body: bytes, headers: dict[str, Any] | None) -> Handled:
         """Process one message from the primary queue."""
@@ -75,23 +85,20 @@ class Processor:
         if wait > 0.05:
             return Handled(publish=[self._wait_again(message, wait)])
 
-        endpoint = self.endpoints.get(message.endpoint_id)
-        if endpoint is None or endpoint.deleted:
-            store.cancel(message)
-            log.info("cancelled delivery=%s endpoint=%s (deleted)", message.delivery_id, message.endpoint_id)
-            return Handled()
-        if endpoint.disabled:
-            store.park(message)
-            log.info("parked delivery=%s endpoint=%s (disabled)", message.delivery_id, endpoint.id)
-            return Handled()
+        if self._saturated.get(message.endpoint_id, 0.0) > time.monotonic():
+            return Handled(publish=[self._wait_again(message, THROTTLE_RECHECK_SECONDS)])
 
-        claim = store.claim(message, self.settings.delivery_timeout + LEASE_MARGIN_SECONDS)
-        if claim.state is ClaimState.STALE:
-            log.info("dropped stale copy delivery=%s attempt=%d", message.delivery_id, message.attempt)
-            return Handled()
+        claim = store.claim(message, self.limits)
+        if claim.state is ClaimState.CLAIMED and claim.endpoint is not None:
+            return self._attempt(message, claim.endpoint, claim.prior_status or "pending")
         if claim.state is ClaimState.BUSY:
             return Handled(publish=[(self.topology.defer, *message.encode())])
-        return self._attempt(message, endpoint, claim.prior_status or "pending")
+        if claim.state is ClaimState.THROTTLED:
+            if claim.wait == store.THROTTLE_WAIT_SECONDS:
+                self._saturated[message.endpoint_id] = time.monotonic() + SATURATED_MEMORY_SECONDS
+            return Handled(publish=[self._wait_again(message, claim.wait)])
+        log.info("%s delivery=%s attempt=%d", claim.state.value, message.delivery_id, message.attempt)
+        return Handled()
 
     def _attempt(self, message: DeliveryMessage, endpoint: EndpointView, prior_status: str) -> Handled:
         started = utcnow()
@@ -116,13 +123,13 @@ class Processor:
             attempt_fields=_attempt_fields(started, endpoint.url, request.headers, result, verdict),
             last_status_code=result.status_code,
             last_error=None if verdict.delivered else verdict.summary,
-            disable_endpoint=verdict.summary if verdict.gone else None,
+            counts_as_failure=result.status_code != 429,
+            disable_reason=verdict.summary if verdict.gone else None,
+            exhausted=step.status == "failed" and in_ladder,
         )
-        if not store.record(message, outcome):
+        if not store.record(message, outcome, self.settings.offline_after_failures):
             log.info("attempt recorded elsewhere delivery=%s attempt=%d", message.delivery_id, message.attempt)
             return Handled()
-        if verdict.gone:
-            self.endpoints.invalidate(endpoint.id)
         self._log(message, verdict, step.status, result, next_at)
 
         if step.next_message is not None and step.tier_ms is not None:
@@ -137,10 +144,13 @@ class Processor:
         """The delivery's new status and, while the ladder goes on, its next attempt."""
         if verdict.delivered:
             return Step("delivered")
+        if verdict.gone:
+            # Kept for whoever enables the endpoint again: released in order then.
+            return Step("parked")
         if prior_status not in store.LADDER_STATUSES:
             # A resend of a finished delivery is one attempt, outside the ladder.
             return Step("delivered" if prior_status == "delivered" else "failed")
-        tier_ms = None if verdict.gone else self.ladder.next_delay_ms(message.attempt)
+        tier_ms = self.ladder.next_delay_ms(message.attempt)
         if tier_ms is None:
             return Step("failed")
         delay_ms, not_before = tier_ms, None

@@ -16,7 +16,9 @@ from typing import Any
 
 import peewee
 
+from webhooks import presence
 from webhooks.db import retrying, write
+from webhooks.event_types import OPERATIONAL_EVENT_TYPES, wants
 from webhooks.ids import new_id
 from webhooks.models import Delivery, Endpoint, Event, IdempotencyKey, Tenant
 from webhooks.outbox import enqueue, message_for
@@ -25,12 +27,6 @@ from webhooks.timeutil import utcnow
 from webhooks.topology import Topology
 
 log = logging.getLogger(__name__)
-
-#: Raised by the service about endpoints; tenants cannot POST them (decision 15).
-OPERATIONAL_EVENT_TYPES = frozenset({"endpoint.offline", "endpoint.online", "endpoint.disabled", "delivery.exhausted"})
-
-#: What an event type may look like (decision 16).
-EVENT_TYPE_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 
 #: How long an idempotency key is remembered.
 IDEMPOTENCY_TTL = timedelta(hours=24)
@@ -50,16 +46,6 @@ class Accepted:
     deliveries: list[Delivery]
     #: True when the key was seen before: the same event is returned, nothing created.
     replayed: bool
-
-
-def wants(endpoint_types: list[str], event_type: str) -> bool:
-    """Does an endpoint subscribed to ``endpoint_types`` get ``event_type``?
-
-    An empty list means every type, except operational ones, which must be listed.
-    """
-    if event_type in endpoint_types:
-        return True
-    return not endpoint_types and event_type not in OPERATIONAL_EVENT_TYPES
 
 
 def request_hash(event_type: str, payload: dict[str, Any]) -> str:
@@ -86,9 +72,19 @@ def _replay(tenant: Tenant, key: str, digest: str) -> Accepted | None:
     return Accepted(event, deliveries, replayed=True)
 
 
+def parks(endpoint: Endpoint) -> bool:
+    """New deliveries to a disabled, offline or recovering endpoint wait, parked, in order."""
+    return endpoint.disabled or endpoint.health in presence.PARKING_STATES
+
+
 @retrying
-def store_event(tenant: Tenant, event_type: str, payload: dict[str, Any], key: str | None) -> Accepted:
-    """Write the event and its deliveries in one transaction (or return the key's earlier event)."""
+def store_event(
+    tenant: Tenant, event_type: str, payload: dict[str, Any], key: str | None, *, exclude_endpoint: str | None = None
+) -> Accepted:
+    """Write the event and its deliveries in one transaction (or return the key's earlier event).
+
+    ``exclude_endpoint``: an operational event is not sent to the endpoint it is about.
+    """
     digest = request_hash(event_type, payload)
     try:
         with write():
@@ -116,13 +112,13 @@ def store_event(tenant: Tenant, event_type: str, payload: dict[str, Any], key: s
                     tenant=tenant.id,
                     event=event.id,
                     endpoint=endpoint.id,
-                    status="parked" if endpoint.disabled else "pending",
-                    next_attempt_at=None if endpoint.disabled else now,
+                    status="parked" if parks(endpoint) else "pending",
+                    next_attempt_at=None if parks(endpoint) else now,
                     created_at=now,
                     updated_at=now,
                 )
                 for endpoint in endpoints.order_by(Endpoint.id)
-                if wants(endpoint.event_types, event_type)
+                if wants(endpoint.event_types, event_type) and endpoint.id != exclude_endpoint
             ]
             if deliveries:
                 Delivery.bulk_create(deliveries)

@@ -14,7 +14,8 @@ from typing import Any, Mapping
 #: Header names (ours, not ``x-``: RabbitMQ reserves those).
 ATTEMPT_HEADER = "attempt"
 TRIGGER_HEADER = "trigger"
-NOT_BEFORE_HEADER = "not_before"
+#: Unix time in whole milliseconds (AMQP tables have no portable float type).
+NOT_BEFORE_HEADER = "not_before_ms"
 
 #: Why an attempt is made: the automatic schedule or a person's request.
 TRIGGERS = ("ladder", "resend", "recover")
@@ -55,7 +56,7 @@ class DeliveryMessage:
         ).encode()
         headers: dict[str, Any] = {ATTEMPT_HEADER: self.attempt, TRIGGER_HEADER: self.trigger}
         if self.not_before is not None:
-            headers[NOT_BEFORE_HEADER] = self.not_before
+            headers[NOT_BEFORE_HEADER] = int(self.not_before * 1000)
         return body, headers
 
     @classmethod
@@ -77,7 +78,7 @@ class DeliveryMessage:
                 payload=data["payload"],
                 attempt=attempt,
                 trigger=trigger,
-                not_before=None if raw_not_before is None else float(raw_not_before),
+                not_before=None if raw_not_before is None else int(raw_not_before) / 1000,
             )
         except (ValueError, KeyError, TypeError) as error:
             raise PoisonMessage(f"malformed delivery message: {error}") from error

@@ -12,7 +12,8 @@ from typing import Any, Callable
 from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.ids import PREFIXES, has_prefix
-from webhooks.ingest import EVENT_TYPE_PATTERN, OPERATIONAL_EVENT_TYPES
+from webhooks.event_types import EVENT_TYPE_PATTERN, OPERATIONAL_EVENT_TYPES
+from webhooks.presence import health_of
 from webhooks.signing import is_valid_secret
 from webhooks.timeutil import isoformat, to_naive_utc
 
@@ -102,12 +103,21 @@ class EndpointCreateSchema(Schema):
         values=fields.String(validate=validate.Length(max=1000)),
         validate=validate.Length(max=MAX_METADATA_KEYS),
     )
+    contact_email = fields.Email(
+        allow_none=True,
+        validate=validate.Length(max=320),
+        metadata={"description": "Who is emailed when the endpoint goes offline, comes back or is disabled."},
+    )
 
 
 class EndpointUpdateSchema(EndpointCreateSchema):
-    """Every field optional (load with ``partial=True``); ``disabled`` stops or resumes calls."""
+    """Every field optional (load with ``partial=True``); ``disabled`` or ``status`` stops or resumes calls."""
 
     disabled = fields.Boolean()
+    status = fields.String(
+        validate=validate.OneOf(["enabled", "disabled"], error="unknown status {input!r}: use 'enabled' or 'disabled'"),
+        metadata={"description": "`disabled` stops calls; `enabled` resumes them and releases what was parked."},
+    )
 
 
 class SecretRotateSchema(Schema):
@@ -161,8 +171,36 @@ class EndpointSchema(Schema):
     metadata = fields.Dict(keys=fields.String(), values=fields.String())
     disabled = fields.Boolean()
     disabled_reason = fields.String(allow_none=True)
+    contact_email = fields.String(allow_none=True)
+    health = fields.Function(
+        health_of, metadata={"description": "online, offline, recovering (releasing what it missed) or disabled."}
+    )
+    consecutive_failures = fields.Integer()
+    failing_since = UtcDateTime(allow_none=True)
+    offline_since = UtcDateTime(allow_none=True)
+    last_success_at = UtcDateTime(allow_none=True)
+    parked_count = fields.Integer(metadata={"description": "Deliveries waiting for the endpoint to be back."})
+    oldest_parked_at = UtcDateTime(allow_none=True)
     created_at = UtcDateTime()
     updated_at = UtcDateTime()
+
+
+class HealthChangeSchema(Schema):
+    from_state = fields.String(data_key="from")
+    to_state = fields.String(data_key="to")
+    reason = fields.String()
+    created_at = UtcDateTime(data_key="at")
+
+
+class EndpointHealthSchema(Schema):
+    health = fields.String()
+    consecutive_failures = fields.Integer()
+    failing_since = UtcDateTime(allow_none=True)
+    offline_since = UtcDateTime(allow_none=True)
+    last_success_at = UtcDateTime(allow_none=True)
+    parked_count = fields.Integer()
+    oldest_parked_at = UtcDateTime(allow_none=True)
+    changes = fields.List(fields.Nested(HealthChangeSchema), metadata={"description": "Newest first, at most 100."})
 
 
 class EndpointWithSecretSchema(EndpointSchema):

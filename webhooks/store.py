@@ -15,7 +15,10 @@ from typing import Any
 
 import peewee
 
-from webhooks.db import retrying, write
+from webhooks import presence
+from webhooks.db import locking, retrying, write
+from webhooks.endpoint_view import EndpointView
+from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.messages import DeliveryMessage
 from webhooks.models import Attempt, Delivery, Endpoint
 from webhooks.timeutil import utcnow
@@ -26,6 +29,12 @@ LADDER_STATUSES = ("pending", "retrying")
 #: Statuses a person's resend or recover may act on (not cancelled).
 MANUAL_STATUSES = ("pending", "retrying", "failed", "delivered", "parked")
 
+#: Statuses that still wait for an attempt (deleting the endpoint cancels them).
+UNFINISHED_STATUSES = ("pending", "retrying", "parked")
+
+#: How long a message waits when its endpoint is at the in-flight cap.
+THROTTLE_WAIT_SECONDS = 1.0
+
 
 class ClaimState(enum.Enum):
     CLAIMED = "claimed"
@@ -33,17 +42,50 @@ class ClaimState(enum.Enum):
     STALE = "stale"
     #: Another worker holds the attempt right now: try again shortly.
     BUSY = "busy"
+    #: The endpoint is at its in-flight cap or rate limit: try again after ``wait`` seconds.
+    THROTTLED = "throttled"
+    #: The endpoint is disabled, or offline and this is not its probe: the delivery parked.
+    PARKED = "parked"
+    #: The endpoint was deleted: the delivery was cancelled.
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True)
 class Claim:
     state: ClaimState
     prior_status: str | None = None
+    endpoint: EndpointView | None = None
+    #: Seconds to wait before trying again (THROTTLED).
+    wait: float = 0.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-endpoint limits, global across worker processes (decision 13)."""
+
+    max_in_flight: int
+    lease_seconds: float
+
+
+def _take_token(endpoint: Endpoint, now: datetime) -> float:
+    """Spend one token of the endpoint's rate bucket; returns 0, or the seconds until one is free."""
+    rate = float(endpoint.rate_limit)
+    tokens = rate if endpoint.rate_tokens is None else endpoint.rate_tokens
+    if endpoint.rate_updated_at is not None:
+        tokens = min(rate, tokens + (now - endpoint.rate_updated_at).total_seconds() * rate)
+    if tokens < 1.0:
+        return (1.0 - tokens) / rate
+    Endpoint.update(rate_tokens=tokens - 1.0, rate_updated_at=now).where(Endpoint.id == endpoint.id).execute()
+    return 0.0
 
 
 @retrying
-def claim(message: DeliveryMessage, lease_seconds: float) -> Claim:
-    """Take attempt ``message.attempt`` of its delivery for ``lease_seconds``."""
+def claim(message: DeliveryMessage, limits: Limits) -> Claim:
+    """Take attempt ``message.attempt`` of its delivery, if its endpoint may be called now.
+
+    The endpoint row is locked for the decision, so the in-flight cap (live leases of
+    its deliveries) and the rate bucket hold across every worker process.
+    """
     allowed = LADDER_STATUSES if message.trigger == "ladder" else MANUAL_STATUSES
     now = utcnow()
     with write():
@@ -54,16 +96,37 @@ def claim(message: DeliveryMessage, lease_seconds: float) -> Claim:
         )
         if row is None or row.attempts != message.attempt - 1 or row.status not in allowed:
             return Claim(ClaimState.STALE, None if row is None else row.status)
-        taken = (
-            Delivery.update(lease_until=now + timedelta(seconds=lease_seconds))
-            .where(
-                (Delivery.id == message.delivery_id)
-                & (Delivery.attempts == message.attempt - 1)
-                & (Delivery.lease_until.is_null() | (Delivery.lease_until < now))
-            )
+        endpoint = locking(Endpoint.select().where(Endpoint.id == message.endpoint_id)).first()
+        if endpoint is None or endpoint.deleted_at is not None:
+            _set_status(message, "cancelled", UNFINISHED_STATUSES)
+            return Claim(ClaimState.CANCELLED, row.status)
+        parks = endpoint.disabled or (
+            message.trigger == "ladder"
+            and endpoint.health == presence.OFFLINE
+            and endpoint.probe_delivery_id != message.delivery_id
+        )
+        if parks:
+            _set_status(message, "parked", LADDER_STATUSES)
+            return Claim(ClaimState.PARKED, row.status)
+        if row.lease_until is not None and row.lease_until > now:
+            return Claim(ClaimState.BUSY, row.status)
+        in_flight = (
+            Delivery.select()
+            .where((Delivery.endpoint == endpoint.id) & (Delivery.lease_until > now))
+            .count()
+        )
+        if in_flight >= limits.max_in_flight:
+            return Claim(ClaimState.THROTTLED, row.status, wait=THROTTLE_WAIT_SECONDS)
+        if endpoint.rate_limit:
+            wait = _take_token(endpoint, now)
+            if wait:
+                return Claim(ClaimState.THROTTLED, row.status, wait=wait)
+        (
+            Delivery.update(lease_until=now + timedelta(seconds=limits.lease_seconds))
+            .where((Delivery.id == message.delivery_id) & (Delivery.attempts == message.attempt - 1))
             .execute()
         )
-        return Claim(ClaimState.CLAIMED, row.status) if taken else Claim(ClaimState.BUSY, row.status)
+        return Claim(ClaimState.CLAIMED, row.status, EndpointView.of(endpoint))
 
 
 @retrying
@@ -87,16 +150,25 @@ class Outcome:
     attempt_fields: dict[str, Any]
     last_status_code: int | None
     last_error: str | None
-    #: Set when the endpoint must be disabled (410 Gone), with the reason.
-    disable_endpoint: str | None = None
+    #: False for a 429: the endpoint is up, only busy (it does not count towards offline).
+    counts_as_failure: bool = True
+    #: Set when the endpoint must be disabled (410 Gone, ``webhook-delivery: disable``).
+    disable_reason: str | None = None
+    #: The ladder ran out: raise a ``delivery.exhausted`` alert.
+    exhausted: bool = False
 
 
 @retrying
-def record(message: DeliveryMessage, outcome: Outcome) -> bool:
-    """Write the attempt and the delivery's new state together; False if another worker did."""
+def record(message: DeliveryMessage, outcome: Outcome, offline_after: int) -> bool:
+    """Write the attempt, the delivery's new state and the endpoint's presence together.
+
+    Returns False if another worker recorded this attempt already.
+    """
     now = utcnow()
     try:
         with write():
+            # The endpoint first, as in ``claim``: one lock order, no deadlock.
+            endpoint = locking(Endpoint.select().where(Endpoint.id == message.endpoint_id)).first()
             Attempt.insert(
                 id=outcome.attempt_id,
                 delivery=message.delivery_id,
@@ -127,17 +199,30 @@ def record(message: DeliveryMessage, outcome: Outcome) -> bool:
             )
             if not updated:
                 raise peewee.IntegrityError("attempt already recorded")
-            if outcome.disable_endpoint:
-                (
-                    Endpoint.update(disabled=True, disabled_reason=outcome.disable_endpoint, updated_at=now)
-                    .where(Endpoint.id == message.endpoint_id)
-                    .execute()
-                )
+            if endpoint is not None:
+                _update_presence(endpoint, message, outcome, offline_after, now)
         return True
     except peewee.IntegrityError:
         # Either another worker recorded this attempt, or our own commit went through and
         # only its acknowledgement was lost with the connection: tell them apart by id.
         return Attempt.get_or_none(Attempt.id == outcome.attempt_id) is not None
+
+
+def _update_presence(endpoint: Endpoint, message: DeliveryMessage, outcome: Outcome, offline_after: int, now: datetime) -> None:
+    if outcome.status == "delivered":
+        presence.record_success(endpoint, now)
+    if outcome.disable_reason:
+        presence.disable(Endpoint.get_by_id(endpoint.id), outcome.disable_reason, now)
+    elif outcome.status != "delivered":
+        summary = outcome.last_error or "failed"
+        presence.record_failure(endpoint, message.delivery_id, summary, outcome.counts_as_failure, offline_after, now)
+    if outcome.exhausted and message.event_type not in OPERATIONAL_EVENT_TYPES:
+        # Never about an operational event: alerts do not raise alerts.
+        presence.raise_alert(
+            endpoint, "delivery.exhausted", outcome.last_error or "failed", now,
+            delivery_id=message.delivery_id, event_id=message.event_id,
+            event_type=message.event_type, attempts=message.attempt, last_error=outcome.last_error,
+        )
 
 
 def _set_status(message: DeliveryMessage, status: str, statuses: tuple[str, ...]) -> None:
@@ -146,15 +231,3 @@ def _set_status(message: DeliveryMessage, status: str, statuses: tuple[str, ...]
         .where((Delivery.id == message.delivery_id) & Delivery.status.in_(statuses))
         .execute()
     )
-
-
-@retrying
-def cancel(message: DeliveryMessage) -> None:
-    """The endpoint was deleted: the delivery will never be attempted."""
-    _set_status(message, "cancelled", ("pending", "retrying", "parked"))
-
-
-@retrying
-def park(message: DeliveryMessage) -> None:
-    """The endpoint is disabled: keep the delivery, make no call, wait for it to be enabled."""
-    _set_status(message, "parked", ("pending", "retrying"))

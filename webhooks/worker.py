@@ -29,7 +29,7 @@ from pika.adapters.blocking_connection import BlockingChannel
 
 from webhooks import db, logs
 from webhooks.config import Settings
-from webhooks.delivery import Handled, Processor
+from webhooks.delivery import Processor
 from webhooks.http_client import Sender
 from webhooks.netguard import TargetPolicy
 from webhooks.publisher import Outgoing, PublishError, connection_parameters, publish_on

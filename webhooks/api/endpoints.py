@@ -7,17 +7,20 @@ from typing import Any
 from flask import current_app, url_for
 from flask.views import MethodView
 from flask_smorest import abort
+from peewee import fn
 
 from webhooks import actions, db, netguard
 from webhooks.api.common import attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
 from webhooks.auth import require_tenant
 from webhooks.ids import new_id
-from webhooks.models import Attempt, Endpoint
+from webhooks.models import Attempt, Delivery, Endpoint, HealthChange
+from webhooks.presence import health_of
 from webhooks.schemas import (
     AttemptPageSchema,
     CursorArgsSchema,
     EndpointCreateSchema,
+    EndpointHealthSchema,
     EndpointPageSchema,
     EndpointSchema,
     EndpointUpdateSchema,
@@ -30,11 +33,34 @@ from webhooks.schemas import (
 from webhooks.signing import generate_secret
 from webhooks.timeutil import seconds, utcnow
 
+#: Health changes shown by ``GET /v1/endpoints/<id>/health``.
+MAX_HEALTH_CHANGES = 100
+
+#: Endpoint attributes the health view repeats.
+HEALTH_FIELDS = (
+    "consecutive_failures", "failing_since", "offline_since", "last_success_at", "parked_count", "oldest_parked_at",
+)
+
 #: ``disabled_reason`` of an endpoint a person disabled through the API.
 DISABLED_BY_REQUEST = "disabled through the API"
 
 blp = Blueprint("endpoints", __name__, url_prefix="/v1/endpoints", description="Webhook endpoints")
 blp.before_request(require_tenant)
+
+
+def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
+    """Attach ``parked_count`` and ``oldest_parked_at`` to each endpoint (one query for all)."""
+    stats = {
+        row.endpoint_id: (row.count, row.oldest)
+        for row in Delivery.select(
+            Delivery.endpoint, fn.COUNT(Delivery.id).alias("count"), fn.MIN(Delivery.created_at).alias("oldest")
+        )
+        .where(Delivery.endpoint.in_([e.id for e in endpoints]) & (Delivery.status == "parked"))
+        .group_by(Delivery.endpoint)
+    } if endpoints else {}
+    for endpoint in endpoints:
+        endpoint.parked_count, endpoint.oldest_parked_at = stats.get(endpoint.id, (0, None))
+    return endpoints
 
 
 def check_target(url: str) -> None:
@@ -54,7 +80,9 @@ class Endpoints(MethodView):
     def get(self, args: dict[str, Any]) -> dict[str, Any]:
         """List endpoints, oldest first (cursor = the last endpoint id)."""
         query = Endpoint.select().where((Endpoint.tenant == current_tenant().id) & Endpoint.deleted_at.is_null())
-        return cursor_page(query, Endpoint.id, limit=args["limit"], after=args.get("cursor"))
+        page = cursor_page(query, Endpoint.id, limit=args["limit"], after=args.get("cursor"))
+        with_parked_stats(page["data"])
+        return page
 
     @blp.arguments(EndpointCreateSchema)
     @blp.response(201, EndpointWithSecretSchema)
@@ -71,6 +99,7 @@ class Endpoints(MethodView):
                 updated_at=now,
                 **data,
             )
+        with_parked_stats([endpoint])
         return endpoint, {"Location": url_for("endpoints.Endpoint", endpoint_id=endpoint.id)}
 
 
@@ -78,28 +107,47 @@ class Endpoints(MethodView):
 class EndpointItem(MethodView):
     @blp.response(200, EndpointSchema)
     def get(self, endpoint_id: str) -> Endpoint:
-        """Show an endpoint."""
-        return get_owned(Endpoint, endpoint_id)
+        """Show an endpoint with its health and what it has waiting."""
+        return with_parked_stats([get_owned(Endpoint, endpoint_id)])[0]
 
     @blp.arguments(EndpointUpdateSchema(partial=True))
     @blp.response(200, EndpointSchema)
     def patch(self, changes: dict[str, Any], endpoint_id: str) -> Endpoint:
-        """Change an endpoint; `disabled: false` also releases the deliveries it parked."""
+        """Change an endpoint; enabling it (`disabled: false` or `status: enabled`) releases what it parked."""
         endpoint = get_owned(Endpoint, endpoint_id)
         if "url" in changes and changes["url"] != endpoint.url:
             check_target(changes["url"])
         disabled = changes.pop("disabled", None)
+        status = changes.pop("status", None)
+        if status is not None:
+            if disabled is not None and disabled != (status == "disabled"):
+                abort(422, errors={"json": {"status": ["contradicts 'disabled'"]}})
+            disabled = status == "disabled"
         with db.write():
             if changes:
                 Endpoint.update(**changes, updated_at=utcnow()).where(Endpoint.id == endpoint.id).execute()
             if disabled is not None and disabled != endpoint.disabled:
                 actions.set_endpoint_disabled(endpoint, disabled, DISABLED_BY_REQUEST if disabled else None)
-        return Endpoint.get_by_id(endpoint.id)
+        return with_parked_stats([Endpoint.get_by_id(endpoint.id)])[0]
 
     @blp.response(204)
     def delete(self, endpoint_id: str) -> None:
         """Delete an endpoint: its unfinished deliveries are cancelled, its attempts kept."""
         actions.delete_endpoint(get_owned(Endpoint, endpoint_id))
+
+
+@blp.route("/<endpoint_id>/health")
+class EndpointHealth(MethodView):
+    @blp.response(200, EndpointHealthSchema)
+    def get(self, endpoint_id: str) -> dict[str, Any]:
+        """The endpoint's health now, and each change of state with its time and reason."""
+        endpoint = with_parked_stats([get_owned(Endpoint, endpoint_id)])[0]
+        changes = HealthChange.select().where(HealthChange.endpoint == endpoint.id).order_by(HealthChange.id.desc())
+        return {
+            "health": health_of(endpoint),
+            **{name: getattr(endpoint, name) for name in HEALTH_FIELDS},
+            "changes": list(changes.limit(MAX_HEALTH_CHANGES)),
+        }
 
 
 @blp.route("/<endpoint_id>/secret")

@@ -1,0 +1,51 @@
+"""Helpers of the console tests: staff sessions without the login form, dead letters, form posts."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
+
+from tests.api_helpers import create_endpoint, make_attempt, post_event
+from webhooks.console.auth import create_staff
+from webhooks.console.models import StaffUser
+from webhooks.models import Delivery
+
+#: Every test account has this password.
+PASSWORD = "correct horse battery"
+
+_emails = itertools.count(1)
+
+
+def staff(role: str = "operator", email: str | None = None) -> StaffUser:
+    """A new staff account (password ``PASSWORD``)."""
+    return create_staff(email or f"{role}{next(_emails)}@example.com", PASSWORD, role)
+
+
+def log_in(client: FlaskClient, role: str = "operator") -> StaffUser:
+    """Give ``client`` a session of a new staff user (as the login form would) and return the user."""
+    user = staff(role)
+    with client.session_transaction() as session:
+        session.update(staff_id=user.id, login_at=time.time(), csrf="test-csrf-token")
+    return user
+
+
+def post_form(client: FlaskClient, path: str, data: dict[str, str] | None = None, **kwargs: Any) -> TestResponse:
+    """POST a console form with the session's CSRF token."""
+    return client.post(path, data={"csrf_token": "test-csrf-token", **(data or {})}, **kwargs)
+
+
+def failed_delivery(client: FlaskClient, headers: dict[str, str], *, attempts: int = 3, **event: Any) -> Delivery:
+    """A delivery that went through ``attempts`` failed attempts and is now a dead letter."""
+    create_endpoint(client, headers)
+    response = post_event(client, headers, **event)
+    delivery_id = response.json["deliveries"][0]["id"]
+    for number in range(1, attempts + 1):
+        make_attempt(delivery_id, number, outcome="retrying" if number < attempts else "failed")
+    Delivery.update(status="failed", attempts=attempts, last_status_code=500, next_attempt_at=None).where(
+        Delivery.id == delivery_id
+    ).execute()
+    return Delivery.get_by_id(delivery_id)

@@ -1,0 +1,133 @@
+"""The console in a real headless Chromium: log in, find an event, read its timeline, resend, replay.
+
+Runs a real HTTP server (werkzeug) for the app, a real in-process worker, real local receivers.
+Screenshots of the overview and the event page are saved under ``artifacts/``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from werkzeug.serving import make_server
+
+from tests.conftest import wait_until
+from tests.console_helpers import PASSWORD, staff
+from tests.receivers import Receiver, always, sequence
+from tests.test_delivery_e2e import register, send
+from webhooks.models import Delivery
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+
+
+@pytest.fixture
+def base_url(app) -> Iterator[str]:
+    """The app served by a real threaded HTTP server on 127.0.0.1."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name="console-server", daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def logged_in_page(browser: Browser, base_url: str, email: str) -> Page:
+    page = browser.new_context(viewport={"width": 1366, "height": 900}).new_page()
+    page.goto(f"{base_url}/console/")
+    expect(page.get_by_role("heading", name="Support console")).to_be_visible()
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
+    return page
+
+
+def reload_until(page: Page, done: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"{page.url} did not reach the expected state in {timeout} s"
+        time.sleep(0.3)
+        page.reload()
+
+
+def status_of(event_id: str, status: str) -> Callable[[], Delivery | None]:
+    return lambda: Delivery.get_or_none(Delivery.event == event_id, Delivery.status == status)
+
+
+def test_support_finds_an_event_reads_its_timeline_resends_and_replays_dead_letters(
+    browser, base_url, client, tenant, auth, settings, start_worker
+) -> None:
+    operator, viewer = staff("operator"), staff("viewer")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with Receiver(sequence([500, 500, 200])) as flaky, Receiver(always(503)) as down:
+        register(client, auth(tenant), flaky.url + "/hooks/orders", event_types=["order.created"])
+        register(client, auth(tenant), down.url + "/hooks/invoices", event_types=["invoice.paid"])
+        start_worker(settings)
+        event = send(client, auth(tenant), "order.created", payload={"order_id": 42, "note": "<b>not bold</b>"})
+        dead = [send(client, auth(tenant), "invoice.paid", payload={"invoice": n})["id"] for n in (1, 2)]
+        delivery = wait_until(status_of(event["id"], "delivered"), timeout=15)
+        dead_ids = [wait_until(status_of(event_id, "failed"), timeout=15).id for event_id in dead]
+
+        page = logged_in_page(browser, base_url, operator.email)
+        page.screenshot(path=str(ARTIFACTS / "console-overview.png"), full_page=True)
+
+        # "evt_… never arrived": search the id, see three attempts (failed twice, then delivered).
+        page.get_by_label("Search").fill(event["id"])
+        page.keyboard.press("Enter")
+        expect(page).to_have_url(f"{base_url}/console/events/{event['id']}")
+        timeline = page.locator(f"[id='{delivery.id}']")
+        expect(timeline.locator("tr.attempt")).to_have_count(3)
+        expect(timeline.locator("tr.attempt td:nth-child(5)")).to_have_text(["500", "500", "200"])
+        expect(page.locator("pre.payload")).to_contain_text('"note": "<b>not bold</b>"')  # shown as text
+        timeline.get_by_text("Request and response of attempt 1").click()
+        expect(timeline.get_by_text("webhook-signature: v1,").first).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "console-event.png"), full_page=True)
+
+        timeline.get_by_role("button", name="Resend").click()
+        expect(page.get_by_text(f"Resend of {delivery.id} queued")).to_be_visible()
+        reload_until(page, lambda: page.locator(f"[id='{delivery.id}'] tr.attempt").count() == 4)
+        expect(page.locator(f"[id='{delivery.id}'] tr.attempt").last).to_contain_text("manual resend")
+        assert len(flaky.requests) == 4
+
+        # The customer fixed their endpoint: replay one dead letter, then "all matching" for the rest.
+        down.responder = always(200)
+        page.get_by_role("link", name="Dead letters").click()
+        expect(page.get_by_text("2 dead letters match")).to_be_visible()
+        page.get_by_role("button", name=f"Replay {dead_ids[0]}").click()
+        expect(page.get_by_text(f"Replay of {dead_ids[0]} queued")).to_be_visible()
+        wait_until(status_of(dead[0], "delivered"), timeout=10)
+        page.reload()
+        page.get_by_role("button", name="Replay all 1 matching").click()
+        expect(page.locator("progress")).to_be_visible()
+        expect(page.get_by_text("1 of 1 replayed (100%)")).to_be_visible(timeout=10_000)
+        page.goto(f"{base_url}/console/events/{dead[1]}")
+        reload_until(page, lambda: page.locator(f"[id='{dead_ids[1]}'] .badge").first.inner_text() == "delivered")
+        expect(page.locator(f"[id='{dead_ids[1]}'] tr.attempt").last).to_contain_text("recover / replay")
+
+        # A viewer sees what happened and who did it, but no operator buttons.
+        as_viewer = logged_in_page(browser, base_url, viewer.email)
+        as_viewer.goto(f"{base_url}/console/events/{event['id']}")
+        expect(as_viewer.locator(f"[id='{delivery.id}'] tr.attempt")).to_have_count(4)
+        expect(as_viewer.get_by_role("button", name="Resend")).to_have_count(0)
+        expect(as_viewer.get_by_text(operator.email).first).to_be_visible()  # the resend, in the audit list
+        as_viewer.goto(f"{base_url}/console/endpoints/{delivery.endpoint_id}")
+        expect(as_viewer.get_by_role("button", name="Disable endpoint")).to_have_count(0)
+        expect(as_viewer.locator("svg.chart")).to_have_count(2)
+        as_viewer.goto(f"{base_url}/console/dead-letters")
+        expect(as_viewer.get_by_text("No dead letters")).to_be_visible()
+        expect(as_viewer.get_by_role("button", name="Replay")).to_have_count(0)

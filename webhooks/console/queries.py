@@ -1,0 +1,192 @@
+"""Finding deliveries: the search box, the list filters (shared with bulk replay) and paging."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import peewee
+
+from webhooks.console.formatting import parse_when
+from webhooks.ids import has_prefix
+from webhooks.models import Delivery, Endpoint, Event, Tenant
+from webhooks.timeutil import isoformat
+
+#: Rows per page of every list.
+PAGE_SIZE = 50
+
+#: Every delivery status, in the order the console lists them.
+STATUSES = ("pending", "retrying", "parked", "delivered", "failed", "cancelled")
+
+#: Deliveries that are still owed an attempt.
+UNDELIVERED = ("pending", "retrying", "parked")
+
+
+class FilterError(ValueError):
+    """A filter value that cannot be used; ``field`` names the form field."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field_name
+
+
+@dataclass(frozen=True)
+class DeliveryFilter:
+    """What a list of deliveries is narrowed to; empty fields do not narrow."""
+
+    #: Free text: part of an endpoint URL, of a tenant name, or the start of an id.
+    text: str = ""
+    tenant_ids: tuple[str, ...] = ()
+    endpoint_id: str | None = None
+    event_type: str | None = None
+    statuses: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    #: The tenant as the person typed it (id or name), to show it back in the form.
+    tenant_text: str = field(default="", compare=False)
+
+    def query(self) -> peewee.ModelSelect:
+        """Deliveries matching the filter, with their event, endpoint and tenant joined."""
+        query = (
+            Delivery.select(Delivery, Event, Endpoint, Tenant)
+            .join(Event).switch(Delivery)
+            .join(Endpoint).switch(Delivery)
+            .join(Tenant)
+        )
+        if self.text:
+            query = query.where(
+                Endpoint.url.contains(self.text)
+                | Tenant.name.contains(self.text)
+                | Event.id.startswith(self.text)
+                | Delivery.id.startswith(self.text)
+            )
+        if self.tenant_ids:
+            query = query.where(Delivery.tenant.in_(self.tenant_ids))
+        if self.endpoint_id:
+            query = query.where(Delivery.endpoint == self.endpoint_id)
+        if self.event_type:
+            query = query.where(Event.event_type == self.event_type)
+        if self.statuses:
+            query = query.where(Delivery.status.in_(self.statuses))
+        if self.since:
+            query = query.where(Delivery.created_at >= self.since)
+        if self.until:
+            query = query.where(Delivery.created_at < self.until)
+        return query
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe copy (stored with a replay job)."""
+        data = asdict(self)
+        data.update(since=isoformat(self.since), until=isoformat(self.until))
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeliveryFilter:
+        def when(key: str) -> datetime | None:
+            return parse_when(data[key], datetime.now()) if data.get(key) else None
+
+        return cls(
+            **{**data, "tenant_ids": tuple(data.get("tenant_ids", ())), "statuses": tuple(data.get("statuses", ())),
+               "since": when("since"), "until": when("until")}
+        )
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, str], now: datetime, **fixed: Any) -> DeliveryFilter:
+        """Read ``q, tenant, endpoint_id, event_type, status, since, until`` from a query string."""
+        tenant_text = args.get("tenant", "").strip()
+        status = args.get("status", "").strip()
+        if status and status not in STATUSES:
+            raise FilterError("status", f"unknown status {status!r}")
+        found = cls(
+            text=args.get("q", "").strip(),
+            tenant_ids=tenant_ids(tenant_text) if tenant_text else (),
+            tenant_text=tenant_text,
+            endpoint_id=args.get("endpoint_id", "").strip() or None,
+            event_type=args.get("event_type", "").strip() or None,
+            statuses=(status,) if status else (),
+            since=_when(args, "since", now),
+            until=_when(args, "until", now),
+        )
+        return replace(found, **fixed)
+
+    def args(self) -> dict[str, str]:
+        """The query string that gives this filter back (for links and the pager)."""
+        values = {
+            "q": self.text,
+            "tenant": self.tenant_text or ",".join(self.tenant_ids),
+            "endpoint_id": self.endpoint_id or "",
+            "event_type": self.event_type or "",
+            "status": self.statuses[0] if len(self.statuses) == 1 else "",
+            "since": isoformat(self.since) or "",
+            "until": isoformat(self.until) or "",
+        }
+        return {key: value for key, value in values.items() if value}
+
+
+    def describe(self) -> str:
+        """``tenant acme, event type order.created, since 2026-11-22T10:00:00.000Z`` (or ``everything``)."""
+        names = {"q": "matching", "endpoint_id": "endpoint", "event_type": "event type", "since": "created since", "until": "created before"}
+        return ", ".join(f"{names.get(key, key)} {value}" for key, value in self.args().items()) or "everything"
+
+
+def _when(args: Mapping[str, str], name: str, now: datetime) -> datetime | None:
+    text = args.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return parse_when(text, now)
+    except ValueError as error:
+        raise FilterError(name, str(error)) from None
+
+
+def tenant_ids(text: str) -> tuple[str, ...]:
+    """Tenants named exactly ``text`` (any case), or the tenant with that id; FilterError if none."""
+    text = text.strip()
+    if has_prefix(text, "ten"):
+        ids = [text] if Tenant.get_or_none(Tenant.id == text) else []
+    else:
+        ids = [row.id for row in Tenant.select(Tenant.id).where(peewee.fn.LOWER(Tenant.name) == text.lower())]
+    if not ids:
+        raise FilterError("tenant", f"no tenant with the id or name {text!r}")
+    return tuple(ids)
+
+
+@dataclass
+class Page:
+    """One page of rows, newest first, and the cursor of the next (older) page."""
+
+    rows: list[Any]
+    next_before: str | None
+
+
+def page(query: peewee.ModelSelect[Any], key: peewee.Field, before: Any, size: int = PAGE_SIZE) -> Page:
+    """Keyset paging on a unique, time-ordered id column (ids sort by creation time)."""
+    if before:
+        query = query.where(key < before)
+    rows = list(query.order_by(key.desc()).limit(size + 1))
+    more = len(rows) > size
+    rows = rows[:size]
+    return Page(rows, getattr(rows[-1], key.name) if more else None)
+
+
+def exact_target(text: str) -> tuple[str, str] | None:
+    """``("event" | "delivery" | "endpoint", id)`` when ``text`` is the id of an existing object."""
+    text = text.strip()
+    for model, prefix, kind in ((Event, "evt", "event"), (Delivery, "dlv", "delivery"), (Endpoint, "ep", "endpoint")):
+        if has_prefix(text, prefix) and model.select().where(model.id == text).exists():
+            return kind, text
+    return None
+
+
+def matching_endpoints(text: str, limit: int = 10) -> list[Endpoint]:
+    """Endpoints whose URL contains ``text`` (newest first)."""
+    query = Endpoint.select(Endpoint, Tenant).join(Tenant).where(Endpoint.url.contains(text))
+    return list(query.order_by(Endpoint.id.desc()).limit(limit))
+
+
+def matching_tenants(text: str, limit: int = 10) -> list[Tenant]:
+    """Tenants whose name contains ``text`` (or whose id it is)."""
+    query = Tenant.select().where(Tenant.name.contains(text) | (Tenant.id == text))
+    return list(query.order_by(Tenant.name).limit(limit))

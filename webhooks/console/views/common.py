@@ -1,0 +1,65 @@
+"""What the console's views share: 404 lookups, safe redirects back, running an audited action."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import peewee
+from flask import abort, flash, redirect, request
+from werkzeug.wrappers import Response
+
+from webhooks import actions
+from webhooks.console import audit
+from webhooks.console.auth import current_staff
+from webhooks.console.queries import DeliveryFilter, FilterError
+
+M = TypeVar("M", bound=peewee.Model)
+
+
+def get_or_404(model: type[M], object_id: str | int, noun: str) -> M:
+    """The row with this id, or the console's 404 page naming what was looked for."""
+    row = model.get_or_none(model.id == object_id)
+    if row is None:
+        abort(404, f"No {noun} with the id {object_id}. Check the id, or search for it.")
+    return row
+
+
+def back(default: str) -> str:
+    """Where a form asked to go afterwards (``next``), if it is a console path; else ``default``."""
+    target = request.form.get("next", "")
+    parsed = urlparse(target)
+    if target.startswith("/console") and not parsed.scheme and not parsed.netloc and "\\" not in target:
+        return target
+    return default
+
+
+def perform(
+    action: str,
+    target_type: str,
+    target_id: str,
+    run: Callable[[], Any],
+    done: Callable[[Any], str],
+    redirect_to: str,
+    *,
+    event_id: str | None = None,
+    **detail: Any,
+) -> Response:
+    """Run an operator action, record it in the audit log and say how it went on the next page."""
+    try:
+        result = run()
+    except (actions.BrokerUnavailable, ValueError) as error:  # e.g. a cancelled delivery
+        flash(f"Nothing was changed: {error}.", "error")
+    else:
+        audit.record(current_staff().email, action, target_type, target_id, event_id=event_id, **detail)
+        flash(done(result), "success")
+    return redirect(redirect_to, 303)
+
+
+def read_filter(args: Any, now: Any, **fixed: Any) -> tuple[DeliveryFilter, dict[str, str]]:
+    """The list filter from the query string and the errors per field (an empty filter when there are some)."""
+    try:
+        return DeliveryFilter.from_args(args, now, **fixed), {}
+    except FilterError as error:
+        return DeliveryFilter(**fixed), {error.field: str(error)}

@@ -1,0 +1,65 @@
+"""The event page: payload and, per endpoint, the timeline of every attempt; resend and replay."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from flask import current_app, render_template, url_for
+from werkzeug.wrappers import Response
+
+from webhooks import actions
+from webhooks.console import audit
+from webhooks.console.auth import operator_required
+from webhooks.console.blueprint import bp
+from webhooks.console.formatting import tier_label
+from webhooks.console.views.common import back, get_or_404, perform
+from webhooks.models import Attempt, Delivery, Endpoint, Event, Tenant
+
+#: How much of a stored response body the timeline shows (the rest is counted).
+BODY_PREVIEW = 2000
+
+#: Attempts shown per delivery (resends can make the list long).
+MAX_ATTEMPTS = 200
+
+#: The trigger each delivery action gives the new attempt.
+TRIGGERS = {"resend": "resend", "replay": "recover"}
+
+
+@bp.route("/events/<event_id>")
+def event(event_id: str) -> str:
+    row = get_or_404(Event, event_id, "event")
+    deliveries = list(
+        Delivery.select(Delivery, Endpoint).join(Endpoint).where(Delivery.event == row.id).order_by(Delivery.id)
+    )
+    attempts = (
+        Attempt.select().where(Attempt.event == row.id).order_by(Attempt.delivery, Attempt.attempt_no)
+    )
+    timelines = {delivery_id: list(rows)[:MAX_ATTEMPTS] for delivery_id, rows in groupby(attempts, lambda a: a.delivery_id)}
+    ladder = current_app.extensions["webhooks.settings"].ladder
+    return render_template(
+        "console/event.html",
+        event=row,
+        tenant=Tenant.get_by_id(row.tenant_id),
+        deliveries=deliveries,
+        timelines=timelines,
+        tier=lambda attempt: tier_label(attempt.attempt_no, attempt.trigger, ladder),
+        body_preview=BODY_PREVIEW,
+        history=audit.about("event", row.id),
+    )
+
+
+@bp.route("/deliveries/<delivery_id>/<any(resend, replay):action>", methods=["POST"])
+@operator_required
+def delivery_action(delivery_id: str, action: str) -> Response:
+    """Queue a fresh attempt now: ``resend`` from the event page, ``replay`` of a dead letter."""
+    row = get_or_404(Delivery, delivery_id, "delivery")
+    return perform(
+        action,
+        "delivery",
+        row.id,
+        lambda: actions.resend(row, trigger=TRIGGERS[action]),
+        lambda _: f"{'Resend' if action == 'resend' else 'Replay'} of {row.id} queued: it is attempted now.",
+        back(url_for("console.event", event_id=row.event_id, _anchor=row.id)),
+        event_id=row.event_id,
+        status_before=row.status,
+    )

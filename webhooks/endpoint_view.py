@@ -1,0 +1,25 @@
+"""What a delivery attempt needs of its endpoint, read in the same transaction as the claim.
+
+Read fresh for every attempt (the claim locks the endpoint row anyway for its limits),
+so a PATCH, delete or secret rotation applies from the very next attempt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from webhooks.models import Endpoint
+
+
+@dataclass(frozen=True)
+class EndpointView:
+    id: str
+    url: str
+    secret: str
+    previous_secret: str | None
+    previous_secret_until: datetime | None
+
+    @classmethod
+    def of(cls, endpoint: Endpoint) -> "EndpointView":
+        return cls(endpoint.id, endpoint.url, endpoint.secret, endpoint.previous_secret, endpoint.previous_secret_until)

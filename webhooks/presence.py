@@ -1,0 +1,122 @@
+"""Endpoint presence (a circuit breaker shared by every worker): online, offline, recovering.
+
+After ``OFFLINE_AFTER_FAILURES`` consecutive failures an endpoint goes offline: new
+deliveries park and one probe delivery keeps going through the ladder. A success
+brings it back: ``recovering`` while the clock releases its parked deliveries in
+order, then ``online``. Each change is recorded with its reason and raises one alert.
+Every function here runs inside the caller's transaction, on a locked endpoint row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from webhooks.models import Alert, Delivery, Endpoint, HealthChange
+
+ONLINE, OFFLINE, RECOVERING, DISABLED = "online", "offline", "recovering", "disabled"
+
+#: Health states in which new deliveries park instead of being sent.
+PARKING_STATES = (OFFLINE, RECOVERING)
+
+
+def health_of(endpoint: Endpoint) -> str:
+    """The read-only ``health`` shown to people: ``disabled`` wins over presence."""
+    return DISABLED if endpoint.disabled else endpoint.health
+
+
+def change(endpoint: Endpoint, to_state: str, reason: str, now: datetime, **columns: Any) -> None:
+    """Move ``endpoint`` to ``to_state`` (with extra column updates), record it, raise its alert."""
+    from_state = health_of(endpoint)
+    Endpoint.update(updated_at=now, **columns).where(Endpoint.id == endpoint.id).execute()
+    HealthChange.create(
+        endpoint=endpoint.id, tenant=endpoint.tenant_id, from_state=from_state, to_state=to_state, reason=reason, created_at=now
+    )
+    kind = alert_for(from_state, to_state)
+    if kind is not None:
+        raise_alert(endpoint, kind, reason, now, health=to_state)
+
+
+def alert_for(from_state: str, to_state: str) -> str | None:
+    """The alert a transition raises: one per outage, not one per failure.
+
+    Reachable again (offline or disabled to online or recovering) is news; the end of
+    the paced release that follows (recovering to online) is not.
+    """
+    if to_state == OFFLINE:
+        return "endpoint.offline"
+    if to_state == DISABLED:
+        return "endpoint.disabled"
+    if to_state in (ONLINE, RECOVERING) and from_state in (OFFLINE, DISABLED):
+        return "endpoint.online"
+    return None
+
+
+def raise_alert(endpoint: Endpoint, kind: str, reason: str, now: datetime, **data: Any) -> None:
+    """Queue one alert (email + operational event) about ``endpoint``; the clock sends it."""
+    Alert.create(
+        tenant=endpoint.tenant_id,
+        endpoint=endpoint.id,
+        kind=kind,
+        data={"endpoint_id": endpoint.id, "url": endpoint.url, "reason": reason, **data},
+        created_at=now,
+    )
+
+
+def has_parked(endpoint_id: str) -> bool:
+    return Delivery.select().where((Delivery.endpoint == endpoint_id) & (Delivery.status == "parked")).exists()
+
+
+def oldest_unfinished(endpoint_id: str) -> str | None:
+    """The endpoint's oldest delivery still in the ladder: the probe, so that once the
+    endpoint answers, what it missed arrives from the oldest on."""
+    row = (
+        Delivery.select(Delivery.id)
+        .where((Delivery.endpoint == endpoint_id) & Delivery.status.in_(("pending", "retrying")))
+        .order_by(Delivery.created_at, Delivery.id)
+        .first()
+    )
+    return None if row is None else row.id
+
+
+def record_success(endpoint: Endpoint, now: datetime) -> None:
+    """An attempt succeeded: the endpoint is reachable."""
+    columns = {"consecutive_failures": 0, "failing_since": None, "last_success_at": now}
+    if endpoint.health == OFFLINE and not endpoint.disabled:
+        state = RECOVERING if has_parked(endpoint.id) else ONLINE
+        change(endpoint, state, "an attempt succeeded", now, health=state, offline_since=None, probe_delivery_id=None, **columns)
+    else:
+        Endpoint.update(**columns).where(Endpoint.id == endpoint.id).execute()
+
+
+def record_failure(endpoint: Endpoint, delivery_id: str, summary: str, counts: bool, threshold: int, now: datetime) -> None:
+    """An attempt failed; ``counts`` is False for a 429 (the endpoint is up, just busy)."""
+    if not counts:
+        return
+    failures = endpoint.consecutive_failures + 1
+    columns = {"consecutive_failures": failures, "failing_since": endpoint.failing_since or now}
+    if endpoint.health != OFFLINE and not endpoint.disabled and failures >= threshold:
+        reason = f"{failures} consecutive failures, the last: {summary}"
+        probe = oldest_unfinished(endpoint.id) or delivery_id
+        change(endpoint, OFFLINE, reason, now, health=OFFLINE, offline_since=now, probe_delivery_id=probe, **columns)
+    else:
+        Endpoint.update(**columns).where(Endpoint.id == endpoint.id).execute()
+
+
+def disable(endpoint: Endpoint, reason: str, now: datetime) -> None:
+    """Stop calling ``endpoint``; its deliveries park until it is enabled."""
+    if endpoint.disabled:
+        return
+    change(endpoint, DISABLED, reason, now, disabled=True, disabled_reason=reason)
+
+
+def enable(endpoint: Endpoint, now: datetime) -> None:
+    """Enable ``endpoint`` again; what it missed is released in order by the clock."""
+    if not endpoint.disabled:
+        return
+    state = RECOVERING if has_parked(endpoint.id) else ONLINE
+    change(
+        endpoint, state, "enabled", now,
+        disabled=False, disabled_reason=None, health=state, consecutive_failures=0,
+        failing_since=None, offline_since=None, probe_delivery_id=None,
+    )
