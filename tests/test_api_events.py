@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 import pytest
@@ -404,3 +405,18 @@ def test_recover_while_the_broker_is_down_is_503(make_app: Callable[..., Flask],
 
     assert response.status_code == 503
     assert response.headers["Retry-After"] == "5"
+
+
+def test_ingestion_over_the_tenant_rate_limit_gets_429_with_retry_after_and_writes_nothing(
+    make_app: Callable[..., Flask], headers: dict[str, str]
+) -> None:
+    client = make_app(ingest_rate_limit=3.0).test_client()
+    answers = [post_event(client, headers).status_code for _ in range(5)]
+    assert answers == [202, 202, 202, 429, 429]
+    refused = post_event(client, headers)
+    assert refused.status_code == 429
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert "rate limit" in refused.json["message"]
+    assert Event.select().count() == 3
+    time.sleep(0.4)  # a token comes back after 1/3 s
+    assert post_event(client, headers).status_code == 202

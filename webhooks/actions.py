@@ -31,9 +31,10 @@ class BrokerUnavailable(Exception):
 
 
 def _context(publisher: Publisher | None, topology: Topology | None) -> tuple[Publisher, Topology]:
-    from webhooks.ingest import _defaults
+    from webhooks.ingest import request_defaults
 
-    return _defaults(publisher, topology)
+    publisher, topology, _ = request_defaults(publisher, topology)
+    return publisher, topology
 
 
 def _queue_now(messages: list[DeliveryMessage], publisher: Publisher, topology: Topology) -> int:

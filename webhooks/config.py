@@ -27,6 +27,7 @@ class Settings:
     secret_key: str | None = None
     secret_rotation_overlap: float = 24 * 3600.0
     max_body_bytes: int = 262_144
+    ingest_rate_limit: float = 1000.0
     endpoint_max_in_flight: int = 4
     offline_after_failures: int = 5
     release_rate: float = 20.0
@@ -52,6 +53,7 @@ class Settings:
             secret_key=env.get("SECRET_KEY") or None,
             secret_rotation_overlap=parse_seconds(env.get("SECRET_ROTATION_OVERLAP", "24h")),
             max_body_bytes=int(env.get("MAX_BODY_BYTES", cls.max_body_bytes)),
+            ingest_rate_limit=float(env.get("INGEST_RATE_LIMIT", cls.ingest_rate_limit)),
             endpoint_max_in_flight=int(env.get("ENDPOINT_MAX_IN_FLIGHT", cls.endpoint_max_in_flight)),
             offline_after_failures=int(env.get("OFFLINE_AFTER_FAILURES", cls.offline_after_failures)),
             release_rate=float(env.get("RELEASE_RATE", cls.release_rate)),

@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import peewee
@@ -38,6 +38,14 @@ class IdempotencyConflict(Exception):
 
 class ReservedEventType(ValueError):
     """Operational event types are raised by the service only."""
+
+
+class RateLimited(Exception):
+    """The tenant sends events faster than ``INGEST_RATE_LIMIT``; nothing was written."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"too many events: at most the tenant's rate limit per second; retry in {retry_after:.2f}s")
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -77,13 +85,39 @@ def parks(endpoint: Endpoint) -> bool:
     return endpoint.disabled or endpoint.health in presence.PARKING_STATES
 
 
+def _next_seq(tenant: Tenant, rate_limit: float | None, now: datetime) -> int:
+    """Bump the tenant's ``seq`` (locking its row until commit) and spend an ingest token."""
+    (row,) = list(
+        Tenant.update(event_seq=Tenant.event_seq + 1)
+        .where(Tenant.id == tenant.id)
+        .returning(Tenant.event_seq, Tenant.ingest_tokens, Tenant.ingest_updated_at)
+        .execute()
+    )
+    if rate_limit is not None:
+        # Burst of one second's worth; refilled continuously.
+        tokens = rate_limit if row.ingest_tokens is None else row.ingest_tokens
+        if row.ingest_updated_at is not None:
+            tokens = min(rate_limit, tokens + (now - row.ingest_updated_at).total_seconds() * rate_limit)
+        if tokens < 1.0:
+            raise RateLimited((1.0 - tokens) / rate_limit)
+        Tenant.update(ingest_tokens=tokens - 1.0, ingest_updated_at=now).where(Tenant.id == tenant.id).execute()
+    return int(row.event_seq)
+
+
 @retrying
 def store_event(
-    tenant: Tenant, event_type: str, payload: dict[str, Any], key: str | None, *, exclude_endpoint: str | None = None
+    tenant: Tenant,
+    event_type: str,
+    payload: dict[str, Any],
+    key: str | None,
+    *,
+    exclude_endpoint: str | None = None,
+    rate_limit: float | None = None,
 ) -> Accepted:
     """Write the event and its deliveries in one transaction (or return the key's earlier event).
 
     ``exclude_endpoint``: an operational event is not sent to the endpoint it is about.
+    ``rate_limit``: events per second this tenant may send (None: unlimited).
     """
     digest = request_hash(event_type, payload)
     try:
@@ -93,13 +127,7 @@ def store_event(
                 if earlier is not None:
                     return earlier
             now = utcnow()
-            (seq,) = [
-                row.event_seq
-                for row in Tenant.update(event_seq=Tenant.event_seq + 1)
-                .where(Tenant.id == tenant.id)
-                .returning(Tenant.event_seq)
-                .execute()
-            ]
+            seq = _next_seq(tenant, rate_limit, now)
             event = Event.create(
                 id=new_id("evt"), tenant=tenant, seq=seq, event_type=event_type, payload=payload, created_at=now
             )
@@ -146,9 +174,9 @@ def accept_event(
     """Store the event durably, then publish its deliveries (bounded; the relay covers failures)."""
     if event_type in OPERATIONAL_EVENT_TYPES:
         raise ReservedEventType(f"{event_type!r} is reserved for events the service raises itself")
-    accepted = store_event(tenant, event_type, payload, idempotency_key)
+    publisher, topology, rate_limit = request_defaults(publisher, topology)
+    accepted = store_event(tenant, event_type, payload, idempotency_key, rate_limit=rate_limit)
     if not accepted.replayed:
-        publisher, topology = _defaults(publisher, topology)
         messages = [message_for(d, accepted.event) for d in accepted.deliveries if d.status == "pending"]
         confirmed = enqueue(publisher, topology, messages)
         log.info(
@@ -158,11 +186,15 @@ def accept_event(
     return accepted
 
 
-def _defaults(publisher: Publisher | None, topology: Topology | None) -> tuple[Publisher, Topology]:
-    """The app's publisher and topology when called inside a request."""
+def request_defaults(publisher: Publisher | None, topology: Topology | None) -> tuple[Publisher, Topology, float | None]:
+    """The app's publisher, topology and ingest rate limit (outside a request: as given, unlimited)."""
     if publisher is not None and topology is not None:
-        return publisher, topology
+        return publisher, topology, None
     from flask import current_app
 
     settings = current_app.extensions["webhooks.settings"]
-    return publisher or current_app.extensions["webhooks.publisher"], topology or settings.topology
+    return (
+        publisher or current_app.extensions["webhooks.publisher"],
+        topology or settings.topology,
+        settings.ingest_rate_limit,
+    )

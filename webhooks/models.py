@@ -39,6 +39,9 @@ class Tenant(BaseModel):
     #: Last ``seq`` handed out; bumped inside each event's transaction (cursor = commit order).
     event_seq = peewee.BigIntegerField(default=0)
     created_at = peewee.DateTimeField(default=utcnow)
+    #: Token bucket of ``INGEST_RATE_LIMIT``, refilled on use; None means full.
+    ingest_tokens = peewee.FloatField(null=True)
+    ingest_updated_at = peewee.DateTimeField(null=True)
 
 
 class ApiKey(BaseModel):

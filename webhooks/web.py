@@ -7,13 +7,21 @@ including routing errors (404, 405), oversized bodies (413) and unexpected failu
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from flask import Flask, current_app, request
 from flask_smorest import Api, abort
-from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAllowed, ServiceUnavailable
+from werkzeug.exceptions import (
+    HTTPException,
+    InternalServerError,
+    MethodNotAllowed,
+    ServiceUnavailable,
+    TooManyRequests,
+)
 
 from webhooks.actions import BrokerUnavailable
+from webhooks.ingest import RateLimited
 from webhooks.api import register_blueprints
 
 log = logging.getLogger(__name__)
@@ -48,6 +56,10 @@ def init_web(app: Flask) -> None:
     def broker_unavailable(error: BrokerUnavailable) -> ErrorResponse:
         return http_error(_with_data(ServiceUnavailable(), str(error), {"Retry-After": str(BROKER_RETRY_AFTER)}))
 
+    def rate_limited(error: RateLimited) -> ErrorResponse:
+        retry_after = str(max(1, math.ceil(error.retry_after)))
+        return http_error(_with_data(TooManyRequests(), str(error), {"Retry-After": retry_after}))
+
     def unexpected_error(error: Exception) -> ErrorResponse:
         log.error("unhandled error on %s %s", request.method, request.path, exc_info=error)
         # The body says nothing about the cause: tracebacks and SQL stay in the log.
@@ -55,6 +67,7 @@ def init_web(app: Flask) -> None:
 
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(BrokerUnavailable, broker_unavailable)
+    app.register_error_handler(RateLimited, rate_limited)
     app.register_error_handler(Exception, unexpected_error)
 
 

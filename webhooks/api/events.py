@@ -54,6 +54,7 @@ class Events(MethodView):
     @blp.arguments(EventCreateSchema)
     @blp.response(202, EventSchema, headers={REPLAYED_HEADER: {"schema": {"type": "string", "enum": ["true"]}}})
     @blp.alt_response(409, response="CONFLICT")
+    @blp.alt_response(429, response="TOO_MANY_REQUESTS")
     def post(self, headers: dict[str, Any], data: dict[str, Any]) -> tuple[Event, int, dict[str, str]]:
         """Accept an event for delivery to every subscribed endpoint.
 
