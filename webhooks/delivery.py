@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
-from webhooks import store
+from webhooks import metrics, store
 from webhooks.classify import Verdict, classify
 from webhooks.config import Settings
 from webhooks.endpoint_view import EndpointView
@@ -131,6 +131,7 @@ class Processor:
             log.info("attempt recorded elsewhere delivery=%s attempt=%d", message.delivery_id, message.attempt)
             return Handled()
         self._log(message, verdict, step.status, result, next_at)
+        metrics.observe_attempt(result.status_code, result.duration_ms / 1000, step.status)
 
         if step.next_message is not None and step.tier_ms is not None:
             queue = self.topology.wait_queue(step.tier_ms)

@@ -16,7 +16,7 @@ from typing import Any
 
 import peewee
 
-from webhooks import presence
+from webhooks import metrics, presence
 from webhooks.db import retrying, write
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES, wants
 from webhooks.ids import new_id
@@ -179,6 +179,7 @@ def accept_event(
     if not accepted.replayed:
         messages = [message_for(d, accepted.event) for d in accepted.deliveries if d.status == "pending"]
         confirmed = enqueue(publisher, topology, messages)
+        metrics.EVENTS.inc()
         log.info(
             "accepted event=%s tenant=%s type=%s seq=%d deliveries=%d queued=%d",
             accepted.event.id, tenant.id, event_type, accepted.event.seq, len(accepted.deliveries), confirmed,

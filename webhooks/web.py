@@ -20,6 +20,7 @@ from werkzeug.exceptions import (
     TooManyRequests,
 )
 
+from webhooks import metrics
 from webhooks.actions import BrokerUnavailable
 from webhooks.ingest import RateLimited
 from webhooks.api import register_blueprints
@@ -43,6 +44,7 @@ def init_web(app: Flask) -> None:
         {"type": "http", "scheme": "bearer", "description": "A tenant API key, `<key_id>.<secret>`."},
     )
     register_blueprints(api)
+    app.register_blueprint(metrics.blueprint)
     app.before_request(reject_oversized_body)
 
     def http_error(error: HTTPException) -> ErrorResponse:

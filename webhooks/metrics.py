@@ -1,0 +1,125 @@
+"""Prometheus metrics: counters from every process, gauges read at scrape time.
+
+With ``PROMETHEUS_MULTIPROC_DIR`` set (``./dev run`` sets it and wipes it at start)
+web and worker processes write their counters there and ``/metrics`` aggregates them
+(prometheus-client's multiprocess mode). Queue depths, parked deliveries, the oldest
+undelivered delivery and endpoints by health are read when scraped. No per-endpoint
+or per-tenant labels: their number is unbounded.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+from typing import Iterator
+
+import pika
+from flask import Blueprint, Response, abort, current_app, request
+from peewee import fn
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from webhooks.models import Delivery, Endpoint
+from webhooks.publisher import connection_parameters
+from webhooks.timeutil import utcnow
+
+log = logging.getLogger(__name__)
+
+DELIVERIES = Counter("webhooks_deliveries", "Attempts recorded, by the delivery's resulting status", ["outcome"])
+ATTEMPTS = Counter("webhooks_attempts", "HTTP attempts by status class (2xx…5xx, or error)", ["status_class"])
+ATTEMPT_SECONDS = Histogram(
+    "webhooks_attempt_duration_seconds",
+    "Duration of an attempt, request to response",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30),
+)
+EVENTS = Counter("webhooks_events_ingested", "Events accepted by POST /v1/events (replays not counted)")
+
+#: Environment variable holding a bearer token for ``/metrics``; without it only loopback may scrape.
+TOKEN_ENV = "METRICS_TOKEN"
+
+blueprint = Blueprint("metrics", __name__)
+
+
+def observe_attempt(status_code: int | None, seconds: float, outcome: str) -> None:
+    """Count one recorded attempt (called by the worker)."""
+    DELIVERIES.labels(outcome).inc()
+    ATTEMPTS.labels("error" if status_code is None else f"{status_code // 100}xx").inc()
+    ATTEMPT_SECONDS.observe(seconds)
+
+
+class StateCollector:
+    """Gauges computed when Prometheus scrapes: the broker's queues and the database's state."""
+
+    def __init__(self, settings: object) -> None:
+        self.settings = settings
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield from self._queues()
+        parked = GaugeMetricFamily("webhooks_parked_deliveries", "Deliveries parked for an offline or disabled endpoint")
+        parked.add_metric([], Delivery.select().where(Delivery.status == "parked").count())
+        yield parked
+        oldest = Delivery.select(fn.MIN(Delivery.created_at)).where(Delivery.status.in_(("pending", "retrying"))).scalar()
+        age = GaugeMetricFamily("webhooks_oldest_undelivered_seconds", "Age of the oldest pending or retrying delivery")
+        age.add_metric([], 0.0 if oldest is None else (utcnow() - oldest).total_seconds())
+        yield age
+        health = GaugeMetricFamily("webhooks_endpoints", "Endpoints by health", labels=["health"])
+        counts = {"online": 0, "offline": 0, "recovering": 0, "disabled": 0}
+        live = Endpoint.select(Endpoint.health, Endpoint.disabled).where(Endpoint.deleted_at.is_null())
+        for row in live:
+            state = "disabled" if row.disabled else row.health
+            counts[state] = counts.get(state, 0) + 1
+        for state, count in counts.items():
+            health.add_metric([state], count)
+        yield health
+
+    def _queues(self) -> Iterator[GaugeMetricFamily]:
+        depth = GaugeMetricFamily("webhooks_queue_messages", "Messages ready in each queue", labels=["queue"])
+        up = GaugeMetricFamily("webhooks_broker_up", "1 if the broker answered this scrape")
+        try:
+            connection = pika.BlockingConnection(connection_parameters(self.settings.amqp_url, 1.0))  # type: ignore[attr-defined]
+            try:
+                for queue, count in self.settings.topology.depths(connection.channel()).items():  # type: ignore[attr-defined]
+                    depth.add_metric([queue], count)
+            finally:
+                connection.close()
+            up.add_metric([], 1)
+        except Exception as error:  # noqa: BLE001 - a scrape reports the broker down, it does not fail
+            log.warning("metrics: broker unavailable: %s", error)
+            up.add_metric([], 0)
+        yield depth
+        yield up
+
+
+def _allowed() -> bool:
+    token = os.environ.get(TOKEN_ENV)
+    if token:
+        return request.headers.get("Authorization") == f"Bearer {token}"
+    return ipaddress.ip_address(request.remote_addr or "0.0.0.0").is_loopback
+
+
+@blueprint.get("/metrics")
+def metrics() -> Response:
+    """Prometheus exposition; loopback only unless ``METRICS_TOKEN`` is set."""
+    if not _allowed():
+        abort(403)
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        MultiProcessCollector(registry)
+    else:
+        from prometheus_client import REGISTRY
+
+        registry = REGISTRY
+    output = generate_latest(registry)
+    state = CollectorRegistry()
+    state.register(StateCollector(current_app.extensions["webhooks.settings"]))
+    return Response(output + generate_latest(state), mimetype=CONTENT_TYPE_LATEST)
+
+
+def child_exit(server: object, worker: object) -> None:
+    """gunicorn hook: drop a dead worker's live gauges from the multiprocess directory."""
+    from prometheus_client import multiprocess
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]
