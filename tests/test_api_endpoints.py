@@ -21,7 +21,7 @@ from webhooks.config import Settings
 from webhooks.models import Delivery, Endpoint
 from webhooks.publisher import Publisher
 from webhooks.recovery import Releaser
-from webhooks.signing import generate_secret, is_valid_secret
+from webhooks.signing import generate_secret, is_valid_secret, public_key
 from webhooks.timeutil import utcnow
 
 #: The helpers' fixtures (``headers``, ``make_app``); to merge into conftest.py.
@@ -30,7 +30,7 @@ PUBLIC_FIELDS = {
     "id", "url", "description", "event_types", "rate_limit", "metadata",
     "disabled", "disabled_reason", "created_at", "updated_at", "contact_email",
     "health", "consecutive_failures", "failing_since", "offline_since", "last_success_at",
-    "parked_count", "oldest_parked_at",
+    "parked_count", "oldest_parked_at", "signature_scheme",
 }  # fmt: skip
 
 
@@ -59,9 +59,10 @@ def test_registering_an_endpoint_returns_201_with_its_id_and_a_valid_secret(
 
     assert response.status_code == 201
     body = response.json
-    assert set(body) == PUBLIC_FIELDS | {"secret"}
+    assert set(body) == PUBLIC_FIELDS | {"secret", "public_key"}
     assert body["id"].startswith("ep_")
     assert is_valid_secret(body["secret"])
+    assert (body["signature_scheme"], body["public_key"]) == ("v1", None)
     assert body["url"] == HOOK_URL
     assert body["event_types"] == ["order.created", "order.paid"]
     assert (body["description"], body["rate_limit"], body["metadata"]) == ("orders", 50, {"team": "billing"})
@@ -372,7 +373,7 @@ def test_secret_is_readable(client: FlaskClient, headers: dict[str, str]) -> Non
     response = client.get(f"/v1/endpoints/{created['id']}/secret", headers=headers)
 
     assert response.status_code == 200
-    assert response.json == {"secret": created["secret"]}
+    assert response.json == {"secret": created["secret"], "public_key": None, "scheme": "v1"}
 
 
 def test_rotation_generates_a_new_secret_and_keeps_the_old_one_for_the_overlap(
@@ -390,7 +391,7 @@ def test_rotation_generates_a_new_secret_and_keeps_the_old_one_for_the_overlap(
     assert (stored.secret, stored.previous_secret) == (new_secret, created["secret"])
     expected_until = utcnow() + timedelta(seconds=overlap)
     assert abs((stored.previous_secret_until - expected_until).total_seconds()) < 5
-    assert client.get(f"/v1/endpoints/{created['id']}/secret", headers=headers).json == {"secret": new_secret}
+    assert client.get(f"/v1/endpoints/{created['id']}/secret", headers=headers).json == response.json
 
 
 def test_rotation_accepts_a_given_secret(client: FlaskClient, headers: dict[str, str]) -> None:
@@ -399,7 +400,7 @@ def test_rotation_accepts_a_given_secret(client: FlaskClient, headers: dict[str,
 
     response = client.post(f"/v1/endpoints/{created['id']}/secret/rotate", json={"secret": chosen}, headers=headers)
 
-    assert response.json == {"secret": chosen}
+    assert response.json == {"secret": chosen, "public_key": None, "scheme": "v1"}
     assert Endpoint.get_by_id(created["id"]).secret == chosen
 
 
@@ -415,6 +416,62 @@ def test_rotation_to_an_invalid_secret_is_422_and_changes_nothing(
     assert list(response.json["errors"]["json"]) == ["secret"]
     stored = Endpoint.get_by_id(created["id"])
     assert (stored.secret, stored.previous_secret) == (created["secret"], None)
+
+
+def test_a_v1a_endpoint_stores_a_private_key_and_shows_only_its_public_key(
+    client: FlaskClient, headers: dict[str, str]
+) -> None:
+    created = create_endpoint(client, headers, signature_scheme="v1a")
+
+    stored = Endpoint.get_by_id(created["id"])
+    assert stored.secret.startswith("whsk_")
+    assert (created["signature_scheme"], created["secret"]) == ("v1a", None)
+    assert created["public_key"] == public_key(stored.secret)
+    assert client.get(f"/v1/endpoints/{created['id']}", headers=headers).json["signature_scheme"] == "v1a"
+
+
+def test_an_unknown_scheme_is_422_and_the_scheme_cannot_be_patched(client: FlaskClient, headers: dict[str, str]) -> None:
+    refused = client.post("/v1/endpoints", json={"url": HOOK_URL, "signature_scheme": "v2"}, headers=headers)
+    created = create_endpoint(client, headers)
+    patched = client.patch(f"/v1/endpoints/{created['id']}", json={"signature_scheme": "v1a"}, headers=headers)
+
+    assert refused.status_code == 422 and list(refused.json["errors"]["json"]) == ["signature_scheme"]
+    assert patched.status_code == 422 and patched.json["errors"]["json"] == {"signature_scheme": ["Unknown field."]}
+    assert Endpoint.get_by_id(created["id"]).secret == created["secret"]
+
+
+def test_a_v1a_rotation_makes_a_new_key_pair_and_refuses_a_given_secret(
+    client: FlaskClient, headers: dict[str, str]
+) -> None:
+    created = create_endpoint(client, headers, signature_scheme="v1a")
+    old_key = Endpoint.get_by_id(created["id"]).secret
+
+    refused = client.post(
+        f"/v1/endpoints/{created['id']}/secret/rotate", json={"secret": generate_secret()}, headers=headers
+    )
+    unchanged = Endpoint.get_by_id(created["id"])
+    rotated = client.post(f"/v1/endpoints/{created['id']}/secret/rotate", headers=headers)
+    stored = Endpoint.get_by_id(created["id"])
+
+    assert refused.status_code == 422 and list(refused.json["errors"]["json"]) == ["secret"]
+    assert (unchanged.secret, unchanged.previous_secret) == (old_key, None)
+    assert rotated.json == {"secret": None, "public_key": public_key(stored.secret), "scheme": "v1a"}
+    assert stored.secret.startswith("whsk_") and stored.previous_secret == old_key
+
+
+def test_a_rotation_can_switch_the_scheme_either_way(client: FlaskClient, headers: dict[str, str]) -> None:
+    created = create_endpoint(client, headers)
+    chosen = generate_secret()
+
+    to_v1a = client.post(f"/v1/endpoints/{created['id']}/secret/rotate", json={"scheme": "v1a"}, headers=headers)
+    back = client.post(
+        f"/v1/endpoints/{created['id']}/secret/rotate", json={"scheme": "v1", "secret": chosen}, headers=headers
+    )
+
+    assert to_v1a.json["scheme"] == "v1a" and to_v1a.json["public_key"].startswith("whpk_")
+    assert back.json == {"secret": chosen, "public_key": None, "scheme": "v1"}
+    stored = Endpoint.get_by_id(created["id"])
+    assert stored.secret == chosen and stored.previous_secret.startswith("whsk_")
 
 
 # --- recover and attempts ----------------------------------------------------------------
@@ -443,7 +500,18 @@ def test_recover_requeues_failed_and_parked_deliveries_since_the_given_time(
     assert none_since_tomorrow.json == {"queued": 0}
 
 
-@pytest.mark.parametrize("body", [{}, {"since": "yesterday"}, {"since": 5}, {"since": "2024-01-01", "x": 1}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"since": "yesterday"},
+        {"since": 5},
+        {"since": "2024-01-01", "x": 1},
+        # valid ISO 8601, but not a time in UTC (found by the fuzzer: was a 500)
+        {"since": "0001-01-01T00:00:00+01:01"},
+        {"since": "9999-12-31T23:59:59-01:00"},
+    ],
+)
 def test_recover_needs_a_valid_since(client: FlaskClient, headers: dict[str, str], body: dict[str, Any]) -> None:
     endpoint_id = create_endpoint(client, headers)["id"]
 

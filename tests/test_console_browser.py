@@ -76,10 +76,12 @@ def test_support_finds_an_event_reads_its_timeline_resends_and_replays_dead_lett
     ARTIFACTS.mkdir(exist_ok=True)
     with Receiver(sequence([500, 500, 200])) as flaky, Receiver(always(503)) as down:
         register(client, auth(tenant), flaky.url + "/hooks/orders", event_types=["order.created"])
-        register(client, auth(tenant), down.url + "/hooks/invoices", event_types=["invoice.paid"])
+        # Two endpoints on the failing receiver, so neither reaches OFFLINE_AFTER_FAILURES and parks.
+        for kind in ("invoice", "refund"):
+            register(client, auth(tenant), f"{down.url}/hooks/{kind}s", event_types=[f"{kind}.created"])
         start_worker(settings)
         event = send(client, auth(tenant), "order.created", payload={"order_id": 42, "note": "<b>not bold</b>"})
-        dead = [send(client, auth(tenant), "invoice.paid", payload={"invoice": n})["id"] for n in (1, 2)]
+        dead = [send(client, auth(tenant), f"{kind}.created", payload={"n": 1})["id"] for kind in ("invoice", "refund")]
         delivery = wait_until(status_of(event["id"], "delivered"), timeout=15)
         dead_ids = [wait_until(status_of(event_id, "failed"), timeout=15).id for event_id in dead]
 

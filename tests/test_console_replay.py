@@ -168,3 +168,13 @@ def test_flask_deliveries_resend_queues_an_attempt_and_is_audited(app: Flask, cl
     assert [json.loads(body)["delivery_id"] for body, _ in queue_messages(settings.topology.primary)][-1] == delivery.id
     assert AuditEntry.get(AuditEntry.action == "resend").target_id == delivery.id
     assert unknown.exit_code == 1 and "no delivery dlv_nope" in unknown.output
+
+
+def test_a_replay_that_matches_nothing_is_finished_at_once(client: FlaskClient, database_url) -> None:
+    log_in(client, "operator")
+
+    response = post_form(client, "/console/dead-letters/replay", {"event_type": "nothing.matches"})
+
+    job = ReplayJob.get()
+    assert (job.status, job.total) == ("done", 0)
+    assert "0 of 0 replayed (100%)" in client.get(response.headers["Location"]).get_data(as_text=True)

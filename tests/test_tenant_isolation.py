@@ -1,15 +1,20 @@
-"""Tenant isolation: every /v1 route answers 404 for another tenant's objects and leaks nothing."""
+"""Tenant isolation: every /v1 route answers 404 for another tenant's objects and leaks nothing;
+a tenant API key opens no /console page (the console is for staff)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any, Callable
+from urllib.parse import quote
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from werkzeug.routing import Rule
+from werkzeug.routing.converters import AnyConverter
 
 from tests.api_helpers import create_endpoint, make_attempt, post_event
+from tests.test_console_auth import csrf_of
 from webhooks.models import Attempt, Delivery, Endpoint, Event
 
 #: Every /v1 route that names an object: (method, path, JSON body valid apart from the id).
@@ -165,3 +170,67 @@ def test_idempotency_keys_are_per_tenant(
     assert (mine.status_code, theirs.status_code) == (202, 202)
     assert mine.json["id"] != theirs.json["id"]
     assert "Idempotent-Replayed" not in theirs.headers
+
+
+# -- the console is for staff -------------------------------------------------------------------
+
+#: Console endpoints anyone may open (the login form and its stylesheet): they must still show no data.
+CONSOLE_PUBLIC = {"console.login", "console.static"}
+
+
+def _console_value(rule: Rule, argument: str, victim: dict[str, str]) -> str | int:
+    """A value for a console URL argument that names the victim's object where there is one."""
+    converter = rule._converters[argument]
+    if isinstance(converter, AnyConverter):
+        return min(converter.items)
+    if argument.endswith("_id") and argument[: -len("_id")] in victim:
+        return victim[argument[: -len("_id")]]
+    return {"job_id": 1, "filename": "console.css"}.get(argument, "anything")
+
+
+def console_requests(app: Flask, victim: dict[str, str]) -> list[tuple[str, str, str]]:
+    """``(endpoint, method, url)`` of every console route in ``app.url_map``, ids filled with the victim's."""
+    adapter = app.url_map.bind("localhost")
+    requests = []
+    for rule in app.url_map.iter_rules():
+        if not rule.endpoint.startswith("console."):
+            continue
+        values = {argument: _console_value(rule, argument, victim) for argument in rule.arguments}
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            requests.append((rule.endpoint, method, adapter.build(rule.endpoint, values, method=method)))
+    return requests
+
+
+def test_a_tenant_api_key_opens_no_console_page_and_the_console_shows_it_nothing(
+    app: Flask,
+    client: FlaskClient,
+    tenant: SimpleNamespace,
+    auth: Callable[..., dict[str, str]],
+    victim: dict[str, str],
+) -> None:
+    app.config["CONSOLE_LOGIN_DELAY"] = 0
+    own_endpoint = create_endpoint(client, auth(tenant))["id"]
+    secrets = [*victim.values(), own_endpoint]
+    before = snapshot(victim)
+    routes = console_requests(app, victim)
+    # A real client gets a CSRF token from the login form, so POSTs meet the login check, not just the CSRF one.
+    token = csrf_of(client.get("/console/login").get_data(as_text=True))
+
+    answers = {}
+    for endpoint, method, url in routes:
+        form = {"csrf_token": token} if method == "POST" else None
+        response = client.open(url, method=method, data=form, headers=auth(tenant))
+        answers[(endpoint, method, url)] = response
+        # The redirect repeats the URL asked for (``?next=``): only what the caller sent, nothing found.
+        text = response.get_data(as_text=True).replace(quote(url, safe=""), "").replace(url, "")
+        assert not [value for value in secrets if value in text], (method, url)
+        if endpoint in CONSOLE_PUBLIC:
+            continue
+        redirected_to_login = response.status_code in (302, 303) and response.headers["Location"].startswith(
+            "/console/login"
+        )
+        assert redirected_to_login or response.status_code in (401, 403), (method, url, response.status_code)
+
+    assert {endpoint for endpoint, _, _ in routes} >= {"console.overview", "console.event", "console.endpoint"}
+    assert answers[("console.login", "POST", "/console/login")].status_code == 401  # an API key is no staff login
+    assert snapshot(victim) == before

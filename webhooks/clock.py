@@ -124,6 +124,7 @@ def send_emails(settings: Settings, stop: threading.Event) -> None:
             db.reset_connection()
         except Exception:  # noqa: BLE001 - keep trying on the next pass
             log.exception("sending alert emails failed")
+        db.release_connection()
         stop.wait(EMAIL_EVERY_SECONDS)
 
 

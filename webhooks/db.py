@@ -156,6 +156,38 @@ def init_app(app: Any, settings: Any) -> None:
             database.close()
 
 
-def locking(query: Any) -> Any:
-    """``query … FOR UPDATE`` on PostgreSQL; SQLite's BEGIN IMMEDIATE already serialises writers."""
-    return query.for_update() if is_postgres() else query
+def locking(query: Any, of: Any = None) -> Any:
+    """``query … FOR NO KEY UPDATE`` on PostgreSQL; SQLite's BEGIN IMMEDIATE already serialises writers.
+
+    ``NO KEY``: the lock must not conflict with the key-share locks that inserting rows
+    which reference this one take (attempts and deliveries reference their endpoint),
+    or every insert would queue behind it.
+    """
+    return query.for_update("FOR NO KEY UPDATE", of=of) if is_postgres() else query
+
+
+def relaxed_commit() -> None:
+    """In the current transaction, do not wait for the WAL flush at commit (PostgreSQL).
+
+    Only for writes whose loss in a server crash costs a duplicate, never a loss: an
+    outbox mark (the relay republishes), a claim (the attempt is made again).
+    """
+    if is_postgres():
+        database.execute_sql("SET LOCAL synchronous_commit TO OFF")
+
+
+def durable_commit() -> None:
+    """Undo ``relaxed_commit`` for the current transaction: its commit waits for the WAL flush."""
+    if is_postgres():
+        database.execute_sql("SET LOCAL synchronous_commit TO ON")
+
+
+def release_connection() -> None:
+    """Hand this thread's connection back to the pool (PostgreSQL) between units of work.
+
+    A long-lived thread (a delivery thread, the enqueuer) must not keep a pooled
+    connection checked out while idle: threads come and go (tests, restarts) and the
+    pool is bounded. Returning it is a cheap pool operation; SQLite keeps its file open.
+    """
+    if isinstance(database.obj, PooledPostgresqlDatabase) and not database.is_closed() and not database.in_transaction():
+        database.close()

@@ -6,7 +6,7 @@ so a PATCH, delete or secret rotation applies from the very next attempt.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from webhooks.models import Endpoint
@@ -16,8 +16,9 @@ from webhooks.models import Endpoint
 class EndpointView:
     id: str
     url: str
-    secret: str
-    previous_secret: str | None
+    #: Signing keys (``whsec_`` or ``whsk_``): kept out of ``repr`` so no log line or traceback shows them.
+    secret: str = field(repr=False)
+    previous_secret: str | None = field(repr=False)
     previous_secret_until: datetime | None
 
     @classmethod

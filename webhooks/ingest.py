@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import peewee
+from flask import current_app
 
 from webhooks import metrics, presence
 from webhooks.db import retrying, write
@@ -171,18 +172,24 @@ def accept_event(
     publisher: Publisher | None = None,
     topology: Topology | None = None,
 ) -> Accepted:
-    """Store the event durably, then publish its deliveries (bounded; the relay covers failures)."""
+    """Store the event durably, then publish its deliveries (after the answer, in a request;
+    the relay covers whatever is not confirmed)."""
     if event_type in OPERATIONAL_EVENT_TYPES:
         raise ReservedEventType(f"{event_type!r} is reserved for events the service raises itself")
+    in_request = publisher is None
     publisher, topology, rate_limit = request_defaults(publisher, topology)
     accepted = store_event(tenant, event_type, payload, idempotency_key, rate_limit=rate_limit)
     if not accepted.replayed:
         messages = [message_for(d, accepted.event) for d in accepted.deliveries if d.status == "pending"]
-        confirmed = enqueue(publisher, topology, messages)
+        if in_request:
+            # The answer does not wait for the broker: published right after, in batches.
+            current_app.extensions["webhooks.enqueuer"].submit(messages)
+        else:
+            enqueue(publisher, topology, messages)
         metrics.EVENTS.inc()
         log.info(
-            "accepted event=%s tenant=%s type=%s seq=%d deliveries=%d queued=%d",
-            accepted.event.id, tenant.id, event_type, accepted.event.seq, len(accepted.deliveries), confirmed,
+            "accepted event=%s tenant=%s type=%s seq=%d deliveries=%d",
+            accepted.event.id, tenant.id, event_type, accepted.event.seq, len(accepted.deliveries),
         )
     return accepted
 
@@ -191,8 +198,6 @@ def request_defaults(publisher: Publisher | None, topology: Topology | None) -> 
     """The app's publisher, topology and ingest rate limit (outside a request: as given, unlimited)."""
     if publisher is not None and topology is not None:
         return publisher, topology, None
-    from flask import current_app
-
     settings = current_app.extensions["webhooks.settings"]
     return (
         publisher or current_app.extensions["webhooks.publisher"],

@@ -9,10 +9,13 @@ publishes it. Duplicates are harmless: the worker's claim drops the extra copy.
 from __future__ import annotations
 
 import logging
+import os
+import queue
+import threading
 from datetime import timedelta
 from typing import Iterable, Sequence
 
-from webhooks.db import retrying, write
+from webhooks.db import relaxed_commit, release_connection, retrying, write
 from webhooks.messages import DeliveryMessage
 from webhooks.models import Delivery, Event
 from webhooks.publisher import Publisher
@@ -53,6 +56,7 @@ def mark_enqueued(messages: Iterable[DeliveryMessage]) -> None:
     """Record that each message was confirmed, unless its delivery has moved on since."""
     now = utcnow()
     with write():
+        relaxed_commit()  # a lost mark only means the relay publishes a duplicate
         for message in messages:
             (
                 Delivery.update(enqueued_at=now)
@@ -73,6 +77,57 @@ def enqueue(publisher: Publisher, topology: Topology, messages: Sequence[Deliver
     if confirmed:
         mark_enqueued(messages[:confirmed])
     return confirmed
+
+
+class BackgroundEnqueuer:
+    """Publishes after the response, from one thread per process, in batches.
+
+    ``POST /v1/events`` answers as soon as the event is committed; this thread then
+    publishes (with confirms) and marks what was confirmed. Whatever it cannot publish,
+    or had not published when the process died, the relay publishes once overdue.
+    """
+
+    def __init__(self, publisher: Publisher, topology: Topology, batch: int = 500) -> None:
+        self.publisher, self.topology, self.batch = publisher, topology, batch
+        self._queue: queue.SimpleQueue[DeliveryMessage] = queue.SimpleQueue()
+        self._pid = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def submit(self, messages: Sequence[DeliveryMessage]) -> None:
+        if not messages:
+            return
+        self._ensure_thread()
+        self._idle.clear()
+        for message in messages:
+            self._queue.put(message)
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Block until everything submitted so far was handled (tests, shutdown)."""
+        return self._idle.wait(timeout)
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._pid != os.getpid():  # a thread does not survive a fork: start ours
+                self._pid = os.getpid()
+                threading.Thread(target=self._run, name="enqueuer", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            messages = [self._queue.get()]
+            while len(messages) < self.batch:
+                try:
+                    messages.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                enqueue(self.publisher, self.topology, messages)
+            except Exception:  # noqa: BLE001 - the relay covers anything left unmarked
+                log.exception("background publish of %d messages failed; the relay will publish them", len(messages))
+            if self._queue.empty():
+                release_connection()
+                self._idle.set()
 
 
 @retrying

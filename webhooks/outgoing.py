@@ -1,4 +1,4 @@
-"""The signed request sent to an endpoint (Standard Webhooks v1), built at send time.
+"""The signed request sent to an endpoint (Standard Webhooks ``v1`` or ``v1a``), built at send time.
 
 Shared by the worker and the catch-up client so both send byte-identical requests.
 """
@@ -28,7 +28,7 @@ def body_bytes(event_type: str, timestamp: str, payload: dict[str, Any]) -> byte
 
 
 def active_secrets(secret: str, previous: str | None, previous_until: datetime | None, now: datetime) -> list[str]:
-    """The current secret, plus the previous one while its rotation overlap lasts."""
+    """The current key, plus the previous one while its rotation overlap lasts (either scheme)."""
     if previous and previous_until is not None and previous_until > now:
         return [secret, previous]
     return [secret]
@@ -37,7 +37,10 @@ def active_secrets(secret: str, previous: str | None, previous_until: datetime |
 def build_request(
     msg_id: str, event_type: str, timestamp: str, payload: dict[str, Any], secrets: Sequence[str], unix_now: int
 ) -> OutgoingRequest:
-    """Body and headers of one attempt; ``webhook-id`` is the event id on every retry and endpoint."""
+    """Body and headers of one attempt, signed with each key by its own scheme (``whsec_`` v1, ``whsk_`` v1a).
+
+    ``webhook-id`` is the event id on every retry and endpoint.
+    """
     body = body_bytes(event_type, timestamp, payload)
     headers = {
         "content-type": "application/json",

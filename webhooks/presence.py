@@ -79,6 +79,24 @@ def oldest_unfinished(endpoint_id: str) -> str | None:
     return None if row is None else row.id
 
 
+#: A healthy endpoint's ``last_success_at`` is refreshed at most this often (seconds), so
+#: successes do not each write (and lock) the endpoint row.
+LAST_SUCCESS_RESOLUTION_SECONDS = 60.0
+
+
+def needs_update(endpoint: Endpoint, delivered: bool, now: datetime) -> bool:
+    """Whether an attempt's outcome changes anything on the endpoint row."""
+    if not delivered:
+        return True
+    return (
+        endpoint.consecutive_failures > 0
+        or endpoint.failing_since is not None
+        or (endpoint.health == OFFLINE and not endpoint.disabled)
+        or endpoint.last_success_at is None
+        or (now - endpoint.last_success_at).total_seconds() > LAST_SUCCESS_RESOLUTION_SECONDS
+    )
+
+
 def record_success(endpoint: Endpoint, now: datetime) -> None:
     """An attempt succeeded: the endpoint is reachable."""
     columns = {"consecutive_failures": 0, "failing_since": None, "last_success_at": now}

@@ -124,8 +124,13 @@ class Publisher:
 
 
 def init_app(app: Flask, settings: Settings) -> None:
-    """Give the app one publisher (connected on first use, in each forked worker)."""
-    app.extensions["webhooks.publisher"] = Publisher(settings.amqp_url, settings.publish_timeout)
+    """Give the app one publisher (connected on first use, in each forked worker) and the
+    background enqueuer that publishes accepted events after the response."""
+    from webhooks.outbox import BackgroundEnqueuer
+
+    publisher = Publisher(settings.amqp_url, settings.publish_timeout)
+    app.extensions["webhooks.publisher"] = publisher
+    app.extensions["webhooks.enqueuer"] = BackgroundEnqueuer(publisher, settings.topology)
 
 
 def current_publisher() -> Publisher:

@@ -14,7 +14,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 from webhooks.ids import PREFIXES, has_prefix
 from webhooks.event_types import EVENT_TYPE_PATTERN, OPERATIONAL_EVENT_TYPES
 from webhooks.presence import health_of
-from webhooks.signing import is_valid_secret
+from webhooks.signing import SCHEMES, is_valid_secret, public_key, scheme_of, shared_secret
 from webhooks.timeutil import isoformat, to_naive_utc
 
 #: Endpoint URLs longer than this are refused (no receiver needs more).
@@ -34,6 +34,8 @@ MAX_PAGE_SIZE = 250
 MAX_SEQ = 2**63 - 1
 
 EVENT_TYPE = validate.Regexp(EVENT_TYPE_PATTERN, error="must be 1 to 128 letters, digits, '_', '.' or '-'")
+
+SCHEME = validate.OneOf(SCHEMES, error="unknown signature scheme {input!r}: use 'v1' or 'v1a'")
 
 
 def _unique(values: list[Any]) -> None:
@@ -76,7 +78,10 @@ class UtcDateTime(fields.DateTime):
         return isoformat(value)
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> datetime:
-        return to_naive_utc(super()._deserialize(value, attr, data, **kwargs))
+        try:
+            return to_naive_utc(super()._deserialize(value, attr, data, **kwargs))
+        except OverflowError:  # e.g. 0001-01-01T00:00+01:00 is before year 1 in UTC
+            raise ValidationError("is out of range once converted to UTC") from None
 
 
 # --- requests ---------------------------------------------------------------------------
@@ -108,10 +113,23 @@ class EndpointCreateSchema(Schema):
         validate=validate.Length(max=320),
         metadata={"description": "Who is emailed when the endpoint goes offline, comes back or is disabled."},
     )
+    signature_scheme = fields.String(
+        validate=SCHEME,
+        metadata={
+            "description": "`v1` (default): HMAC-SHA256 with a shared `whsec_` secret. `v1a`: ed25519, verified "
+            "with the `whpk_` public key alone (the private key never leaves the service)."
+        },
+    )
 
 
 class EndpointUpdateSchema(EndpointCreateSchema):
-    """Every field optional (load with ``partial=True``); ``disabled`` or ``status`` stops or resumes calls."""
+    """Every field optional (load with ``partial=True``); ``disabled`` or ``status`` stops or resumes calls.
+
+    The signature scheme changes only with a rotation (``POST …/secret/rotate``), never by PATCH.
+    """
+
+    class Meta:
+        exclude = ("signature_scheme",)
 
     disabled = fields.Boolean()
     status = fields.String(
@@ -121,7 +139,14 @@ class EndpointUpdateSchema(EndpointCreateSchema):
 
 
 class SecretRotateSchema(Schema):
-    secret = fields.String(validate=_valid_secret, metadata={"description": "The new secret; generated when absent."})
+    secret = fields.String(
+        validate=_valid_secret,
+        metadata={"description": "The new `whsec_` secret (v1 only); generated when absent."},
+    )
+    scheme = fields.String(
+        validate=SCHEME,
+        metadata={"description": "The scheme of the new key; the endpoint's current one when absent."},
+    )
 
 
 class RecoverSchema(Schema):
@@ -162,6 +187,13 @@ class EventListArgsSchema(Schema):
 # --- responses --------------------------------------------------------------------------
 
 
+def _scheme_field() -> fields.Function:
+    return fields.Function(
+        lambda endpoint: scheme_of(endpoint.secret),
+        metadata={"type": "string", "enum": list(SCHEMES), "description": "`v1` (HMAC-SHA256) or `v1a` (ed25519)."},
+    )
+
+
 class EndpointSchema(Schema):
     id = fields.String()
     url = fields.String()
@@ -181,6 +213,7 @@ class EndpointSchema(Schema):
     last_success_at = UtcDateTime(allow_none=True)
     parked_count = fields.Integer(metadata={"description": "Deliveries waiting for the endpoint to be back."})
     oldest_parked_at = UtcDateTime(allow_none=True)
+    signature_scheme = _scheme_field()
     created_at = UtcDateTime()
     updated_at = UtcDateTime()
 
@@ -203,12 +236,27 @@ class EndpointHealthSchema(Schema):
     changes = fields.List(fields.Nested(HealthChangeSchema), metadata={"description": "Newest first, at most 100."})
 
 
-class EndpointWithSecretSchema(EndpointSchema):
-    secret = fields.String()
+class VerificationKeysSchema(Schema):
+    """What a receiver verifies with, from an endpoint's key: never the private ``whsk_`` key itself."""
+
+    secret = fields.Function(
+        lambda endpoint: shared_secret(endpoint.secret),
+        allow_none=True,
+        metadata={"type": "string", "description": "v1: the `whsec_` secret to verify with. v1a: null."},
+    )
+    public_key = fields.Function(
+        lambda endpoint: public_key(endpoint.secret),
+        allow_none=True,
+        metadata={"type": "string", "description": "v1a: the `whpk_` public key to verify with. v1: null."},
+    )
 
 
-class SecretSchema(Schema):
-    secret = fields.String()
+class EndpointWithSecretSchema(EndpointSchema, VerificationKeysSchema):
+    pass
+
+
+class SecretSchema(VerificationKeysSchema):
+    scheme = _scheme_field()
 
 
 class DeliverySummarySchema(Schema):

@@ -14,9 +14,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import peewee
+from peewee import fn
 
 from webhooks import presence
-from webhooks.db import locking, retrying, write
+from webhooks.db import durable_commit, locking, relaxed_commit, retrying, write
 from webhooks.endpoint_view import EndpointView
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.messages import DeliveryMessage
@@ -32,8 +33,8 @@ MANUAL_STATUSES = ("pending", "retrying", "failed", "delivered", "parked")
 #: Statuses that still wait for an attempt (deleting the endpoint cancels them).
 UNFINISHED_STATUSES = ("pending", "retrying", "parked")
 
-#: How long a message waits when its endpoint is at the in-flight cap.
-THROTTLE_WAIT_SECONDS = 1.0
+#: When the endpoint is at its in-flight cap, look again this soon (seconds).
+IN_FLIGHT_RECHECK_SECONDS = 0.02
 
 
 class ClaimState(enum.Enum):
@@ -67,16 +68,13 @@ class Limits:
     lease_seconds: float
 
 
-def _take_token(endpoint: Endpoint, now: datetime) -> float:
-    """Spend one token of the endpoint's rate bucket; returns 0, or the seconds until one is free."""
+def _tokens(endpoint: Endpoint, now: datetime) -> float:
+    """Tokens in the endpoint's rate bucket now (refilled at ``rate_limit`` per second, at most that many)."""
     rate = float(endpoint.rate_limit)
     tokens = rate if endpoint.rate_tokens is None else endpoint.rate_tokens
     if endpoint.rate_updated_at is not None:
         tokens = min(rate, tokens + (now - endpoint.rate_updated_at).total_seconds() * rate)
-    if tokens < 1.0:
-        return (1.0 - tokens) / rate
-    Endpoint.update(rate_tokens=tokens - 1.0, rate_updated_at=now).where(Endpoint.id == endpoint.id).execute()
-    return 0.0
+    return tokens
 
 
 @retrying
@@ -84,20 +82,27 @@ def claim(message: DeliveryMessage, limits: Limits) -> Claim:
     """Take attempt ``message.attempt`` of its delivery, if its endpoint may be called now.
 
     The endpoint row is locked for the decision, so the in-flight cap (live leases of
-    its deliveries) and the rate bucket hold across every worker process.
+    its deliveries) and the rate bucket hold across every worker process. The lock is
+    held for three round trips: read (and lock), take the lease, commit.
     """
     allowed = LADDER_STATUSES if message.trigger == "ladder" else MANUAL_STATUSES
     now = utcnow()
     with write():
-        row = (
-            Delivery.select(Delivery.status, Delivery.attempts, Delivery.lease_until)
+        # Usually only a lease is written: lost in a server crash, the attempt is merely
+        # made again. Parking and cancelling switch durability back on (the message is
+        # acked after them).
+        relaxed_commit()
+        query = (
+            Delivery.select(Delivery.status, Delivery.attempts, Delivery.lease_until, Endpoint)
+            .join(Endpoint)
             .where(Delivery.id == message.delivery_id)
-            .first()
         )
+        row = locking(query, of=Endpoint).first()
         if row is None or row.attempts != message.attempt - 1 or row.status not in allowed:
             return Claim(ClaimState.STALE, None if row is None else row.status)
-        endpoint = locking(Endpoint.select().where(Endpoint.id == message.endpoint_id)).first()
-        if endpoint is None or endpoint.deleted_at is not None:
+        endpoint = row.endpoint
+        if endpoint.deleted_at is not None:
+            durable_commit()
             _set_status(message, "cancelled", UNFINISHED_STATUSES)
             return Claim(ClaimState.CANCELLED, row.status)
         parks = endpoint.disabled or (
@@ -106,26 +111,29 @@ def claim(message: DeliveryMessage, limits: Limits) -> Claim:
             and endpoint.probe_delivery_id != message.delivery_id
         )
         if parks:
+            durable_commit()
             _set_status(message, "parked", LADDER_STATUSES)
             return Claim(ClaimState.PARKED, row.status)
         if row.lease_until is not None and row.lease_until > now:
             return Claim(ClaimState.BUSY, row.status)
-        in_flight = (
-            Delivery.select()
-            .where((Delivery.endpoint == endpoint.id) & (Delivery.lease_until > now))
-            .count()
-        )
-        if in_flight >= limits.max_in_flight:
-            return Claim(ClaimState.THROTTLED, row.status, wait=THROTTLE_WAIT_SECONDS)
-        if endpoint.rate_limit:
-            wait = _take_token(endpoint, now)
-            if wait:
-                return Claim(ClaimState.THROTTLED, row.status, wait=wait)
-        (
+        tokens = _tokens(endpoint, now) if endpoint.rate_limit else None
+        if tokens is not None and tokens < 1.0:
+            return Claim(ClaimState.THROTTLED, row.status, wait=(1.0 - tokens) / endpoint.rate_limit)
+        others = Delivery.alias()
+        in_flight = others.select(fn.COUNT(others.id)).where((others.endpoint == endpoint.id) & (others.lease_until > now))
+        taken = (
             Delivery.update(lease_until=now + timedelta(seconds=limits.lease_seconds))
-            .where((Delivery.id == message.delivery_id) & (Delivery.attempts == message.attempt - 1))
+            .where(
+                (Delivery.id == message.delivery_id)
+                & (Delivery.attempts == message.attempt - 1)
+                & (in_flight < limits.max_in_flight)
+            )
             .execute()
         )
+        if not taken:
+            return Claim(ClaimState.THROTTLED, row.status, wait=IN_FLIGHT_RECHECK_SECONDS)
+        if tokens is not None:
+            Endpoint.update(rate_tokens=tokens - 1.0, rate_updated_at=now).where(Endpoint.id == endpoint.id).execute()
         return Claim(ClaimState.CLAIMED, row.status, EndpointView.of(endpoint))
 
 
@@ -167,8 +175,13 @@ def record(message: DeliveryMessage, outcome: Outcome, offline_after: int) -> bo
     now = utcnow()
     try:
         with write():
-            # The endpoint first, as in ``claim``: one lock order, no deadlock.
-            endpoint = locking(Endpoint.select().where(Endpoint.id == message.endpoint_id)).first()
+            endpoint = Endpoint.select().where(Endpoint.id == message.endpoint_id).first()
+            touches_endpoint = endpoint is not None and presence.needs_update(endpoint, outcome.status == "delivered", now)
+            if touches_endpoint or outcome.disable_reason:
+                # Lock it before anything else, as ``claim`` does: one lock order, no deadlock.
+                # A plain success of a healthy endpoint writes nothing to it, so deliveries
+                # to one endpoint do not queue on its row.
+                endpoint = locking(Endpoint.select().where(Endpoint.id == message.endpoint_id)).first()
             Attempt.insert(
                 id=outcome.attempt_id,
                 delivery=message.delivery_id,
@@ -200,7 +213,7 @@ def record(message: DeliveryMessage, outcome: Outcome, offline_after: int) -> bo
             if not updated:
                 raise peewee.IntegrityError("attempt already recorded")
             if endpoint is not None:
-                _update_presence(endpoint, message, outcome, offline_after, now)
+                _update_presence(endpoint, message, outcome, offline_after, now, touches_endpoint)
         return True
     except peewee.IntegrityError:
         # Either another worker recorded this attempt, or our own commit went through and
@@ -208,8 +221,10 @@ def record(message: DeliveryMessage, outcome: Outcome, offline_after: int) -> bo
         return Attempt.get_or_none(Attempt.id == outcome.attempt_id) is not None
 
 
-def _update_presence(endpoint: Endpoint, message: DeliveryMessage, outcome: Outcome, offline_after: int, now: datetime) -> None:
-    if outcome.status == "delivered":
+def _update_presence(
+    endpoint: Endpoint, message: DeliveryMessage, outcome: Outcome, offline_after: int, now: datetime, touches: bool
+) -> None:
+    if outcome.status == "delivered" and touches:
         presence.record_success(endpoint, now)
     if outcome.disable_reason:
         presence.disable(Endpoint.get_by_id(endpoint.id), outcome.disable_reason, now)

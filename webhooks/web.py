@@ -24,6 +24,7 @@ from webhooks import metrics
 from webhooks.actions import BrokerUnavailable
 from webhooks.ingest import RateLimited
 from webhooks.api import register_blueprints
+from webhooks.api.error_docs import ErrorResponsesPlugin
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ ErrorResponse = tuple[dict[str, Any], int, dict[str, str]]
 
 def init_web(app: Flask) -> None:
     """Create the Api on ``app``, register the blueprints and make every error JSON."""
-    api = Api(app, spec_kwargs={"security": [{SECURITY_SCHEME: []}]})
+    api = Api(app, spec_kwargs={"security": [{SECURITY_SCHEME: []}], "extra_plugins": [ErrorResponsesPlugin()]})
     api.spec.components.security_scheme(
         SECURITY_SCHEME,
         {"type": "http", "scheme": "bearer", "description": "A tenant API key, `<key_id>.<secret>`."},

@@ -11,6 +11,7 @@ Run it with ``python -m webhooks.worker``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -33,6 +34,7 @@ from webhooks.delivery import Processor
 from webhooks.http_client import Sender
 from webhooks.netguard import TargetPolicy
 from webhooks.publisher import Outgoing, PublishError, connection_parameters, publish_on
+from webhooks.scheduler import EndpointScheduler
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,12 @@ POLL_SECONDS = 0.2
 
 #: A delivery thread gives up waiting for the connection thread after this long.
 HANDOFF_TIMEOUT_SECONDS = 30.0
+
+#: Unacknowledged messages per delivery thread: room for several endpoints' lines.
+PREFETCH_FACTOR = 4
+
+#: Messages of one endpoint waiting in memory, per allowed in-flight call.
+HOLD_FACTOR = 2
 
 #: Longest pause between attempts to reach a broker or database that is down.
 MAX_BACKOFF_SECONDS = 10.0
@@ -64,6 +72,9 @@ class Worker:
             ),
         )
         self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix="delivery")
+        self.scheduler = EndpointScheduler(
+            self.executor, settings.endpoint_max_in_flight, settings.endpoint_max_in_flight * HOLD_FACTOR
+        )
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._in_flight = 0
@@ -101,7 +112,7 @@ class Worker:
             self.topology.check(channel)
             publish_channel = connection.channel()
             publish_channel.confirm_delivery()
-            channel.basic_qos(prefetch_count=self.threads)
+            channel.basic_qos(prefetch_count=self.threads * PREFETCH_FACTOR)
             on_message = partial(self._on_message, connection, publish_channel)
             tag = channel.basic_consume(self.topology.primary, on_message)
             log.info("worker consuming %s with %d delivery threads", self.topology.primary, self.threads)
@@ -133,7 +144,10 @@ class Worker:
         with self._lock:
             self._in_flight += 1
         headers = dict(properties.headers or {})
-        self.executor.submit(self._work, connection, publish_channel, channel, method.delivery_tag, body, headers)
+        work = partial(self._work, connection, publish_channel, channel, method.delivery_tag, body, headers)
+        if not self.scheduler.submit(endpoint_of(body), work):
+            # This endpoint's line in this process is full: back through the defer queue.
+            self.executor.submit(partial(work, overflow=True))
 
     @property
     def in_flight(self) -> int:
@@ -154,9 +168,13 @@ class Worker:
         tag: int,
         body: bytes,
         headers: dict[str, Any],
+        overflow: bool = False,
     ) -> None:
         try:
-            handled = self._until_database_answers(lambda: self.processor.handle(body, headers))
+            if overflow:
+                handled = self.processor.overflow(body, headers)
+            else:
+                handled = self._until_database_answers(lambda: self.processor.handle(body, headers))
             if handled.publish:
                 published = self._on_connection(connection, partial(self._publish_all, publish_channel, handled.publish))
                 if not published:
@@ -171,6 +189,7 @@ class Worker:
             log.exception("unexpected error handling a message; requeueing it")
             self._on_connection(connection, partial(_settle, channel, tag, False))
         finally:
+            db.release_connection()
             with self._lock:
                 self._in_flight -= 1
 
@@ -210,6 +229,15 @@ class Worker:
         for queue, body, headers in messages:
             publish_on(channel, queue, body, headers)
         return True
+
+
+def endpoint_of(body: bytes) -> str | None:
+    """The endpoint a message is for (None for a malformed one: the processor deals with it)."""
+    try:
+        value = json.loads(body).get("endpoint_id")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _settle(channel: BlockingChannel, tag: int, ack: bool) -> bool:

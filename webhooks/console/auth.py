@@ -100,7 +100,7 @@ def operator_required(view: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@bp.app_context_processor
+@bp.context_processor
 def auth_helpers() -> dict[str, Any]:
     return {"csrf_token": csrf_token, "staff": g.get("staff")}
 

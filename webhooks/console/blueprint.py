@@ -39,7 +39,7 @@ def url_with(**changes: Any) -> str:
     return url_for(str(request.endpoint), **(request.view_args or {}), **{k: v for k, v in args.items() if v})
 
 
-@bp.app_context_processor
+@bp.context_processor
 def helpers() -> dict[str, Any]:
     return {
         "when": when,

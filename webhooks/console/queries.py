@@ -12,7 +12,7 @@ import peewee
 from webhooks.console.formatting import parse_when
 from webhooks.ids import has_prefix
 from webhooks.models import Delivery, Endpoint, Event, Tenant
-from webhooks.timeutil import isoformat
+from webhooks.timeutil import isoformat, utcnow
 
 #: Rows per page of every list.
 PAGE_SIZE = 50
@@ -85,7 +85,7 @@ class DeliveryFilter:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DeliveryFilter:
         def when(key: str) -> datetime | None:
-            return parse_when(data[key], datetime.now()) if data.get(key) else None
+            return parse_when(data[key], utcnow()) if data.get(key) else None
 
         return cls(
             **{**data, "tenant_ids": tuple(data.get("tenant_ids", ())), "statuses": tuple(data.get("statuses", ())),

@@ -63,6 +63,8 @@ def create_job(filters: DeliveryFilter, actor: str) -> ReplayJob:
     newest = _matching(job).order_by(Delivery.id.desc()).first()
     job.upto_id = newest.id if newest else None
     job.total = selection(job).count()
+    if not job.total:
+        job.status, job.finished_at = "done", utcnow()  # nothing to do: finished at once
     job.save()
     return job
 

@@ -49,7 +49,7 @@ def replay_all() -> Response:
         abort(400, "; ".join(errors.values()))
     job = replay.create_job(filters, current_staff().email)
     audit.record(current_staff().email, "replay_all", "replay_job", str(job.id), filters=filters.describe(), total=job.total)
-    if job.total:
+    if job.status == "queued":
         replay.run_in_background(current_app._get_current_object(), job.id)  # type: ignore[attr-defined]
     return redirect(url_for("console.replay_job", job_id=job.id), 303)
 

@@ -1,0 +1,399 @@
+"""Markdown for ``bench/RESULTS.md``: the generated section between the ``bench:run`` markers.
+
+Only that section is rewritten; whatever else the file holds (hand-written entries)
+stays as it is. Targets are reported as met or not met from the figures measured; a
+step that failed or timed out says so instead of a number.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bench.harness import BENCH
+
+RESULTS = BENCH / "RESULTS.md"
+START = "<!-- bench:run:start -->"
+END = "<!-- bench:run:end -->"
+
+
+def write_results(markdown: str, path: Path = RESULTS) -> None:
+    """Replace the generated section of ``path`` (or append one)."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    block = f"{START}\n{markdown.strip()}\n{END}"
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        _, tail = rest.split(END, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+# -- formatting ----------------------------------------------------------------------------------
+
+
+def _ok(step: Any) -> bool:
+    return isinstance(step, dict) and step.get("status", "ok") == "ok"
+
+
+def _why(step: Any) -> str:
+    if not isinstance(step, dict):
+        return "not run"
+    return f"{step.get('status')}: {str(step.get('error', '')).splitlines()[0][:160]}"
+
+
+def _n(x: Any, digits: int = 0) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:,.{digits}f}"
+
+
+def _mib(memory: dict[str, Any] | None, key: str = "peak_mib") -> str:
+    if not memory or key not in memory or memory[key] is None:
+        return "–"
+    return f"{memory[key]:.0f} MiB"
+
+
+def _verdict(met: bool | None) -> str:
+    return "not measured" if met is None else ("**met**" if met else "**not met**")
+
+
+# -- sections ------------------------------------------------------------------------------------
+
+
+def render(r: dict[str, Any]) -> str:
+    plan = r["plan"]
+    out: list[str] = []
+    add = out.append
+    kind = "quick run" if plan["quick"] else "full run"
+    add(f"## {r['date']}: `{r['command']}` ({kind}, generated)")
+    add("")
+    if plan["quick"]:
+        add("> `--quick`: small numbers to check the harness end to end. Use the full run "
+            "(`python bench/run.py`) for figures to quote.")
+        add("")
+    m, v = r["machine"], r["versions"]
+    load = m.get("load_at_start") or (0, 0, 0)
+    add(f"- **Command**: `{r['command']}` (took {r['wall_seconds'] / 60:.1f} min; every process's log and the raw "
+        "figures in `bench/.logs/`)")
+    add(f"- **Machine**: {m['cpu']}, {m['cores']} cores, {m['memory_gib']:.1f} GiB; Linux {m['kernel']}"
+        f"{', ' + m['os'] if m.get('os') else ''}; load average at start {load[0]:.2f}")
+    add(f"- **Versions**: Python {v['python']}, RabbitMQ {v['rabbitmq']}, PostgreSQL {v['postgresql']}, "
+        f"dramatiq {v['dramatiq']}, celery {v['celery']} (kombu {v['kombu']}, amqp {v['amqp']}), pika {v['pika']}, "
+        f"httpx {v['httpx']}, gunicorn {v['gunicorn']}, Flask {v['Flask']}, peewee {v['peewee']}, "
+        f"psycopg2-binary {v['psycopg2-binary']}, psutil {v['psutil']}, wrk {v['wrk']}")
+    if r.get("overridden_service_pins"):
+        add(f"- **Environment**: `bench/.venv` = `bench/requirements.txt` + the service's `requirements.txt`, except "
+            f"{', '.join('`' + p + '`' for p in r['overridden_service_pins'])} of the service, pinned otherwise by "
+            "`bench/requirements.txt` (Celery pins `python-dateutil==2.9.0.post0`; only `svix`, a test dependency of "
+            "the service, uses it)")
+    add(f"- **Same for every contender**: one receiver process (`bench/receiver.py`, asyncio, keep-alive, answers "
+        f"200); the same ~1 KB JSON body; {plan['events']:,} messages pre-loaded before the workers start; "
+        f"**{plan['processes']} worker processes (one per core) × 8 threads**: floor 2 × `python -m bench.peers.floor "
+        "--threads 8`; dramatiq `--processes 2 --threads 8`; Celery 2 × `worker --pool threads --concurrency 8`; the "
+        "service 2 × `python -m webhooks.worker` with `WORKER_THREADS=8` (plus one `python -m webhooks.clock`; web: "
+        "`gunicorn -w 2`). Prefetch is each one's default (floor and service: 8 per process, dramatiq 16, Celery 32). "
+        "Rates are arrivals at the receiver per second after discarding the first 10%.")
+    add("")
+    _targets(r, add)
+    _receiver(r, add)
+    _throughput(r, add)
+    _service(r, add)
+    _scale(r, add)
+    _noisy(r, add)
+    _ladder(r, add)
+    _backlog(r, add)
+    _problems(r, add)
+    return "\n".join(out) + "\n"
+
+
+def _floor_rate(r: dict[str, Any]) -> float | None:
+    floor = r.get("peers", {}).get("floor")
+    return floor["rate"] if _ok(floor) else None
+
+
+def _service_rate(r: dict[str, Any]) -> float | None:
+    step = r.get("service", {}).get("throughput")
+    return step["rate"] if _ok(r.get("service")) and _ok(step) else None
+
+
+def _targets(r: dict[str, Any], add: Any) -> None:
+    add("### Targets")
+    add("")
+    add("| target | measured | verdict |")
+    add("|---|---|---|")
+    service, floor = _service_rate(r), _floor_rate(r)
+    peers = r.get("peers", {})
+    if service and floor:
+        add(f"| service ≥ 0.75 × floor | {service / floor:.2f} × ({_n(service)} vs {_n(floor)} deliveries/s) | "
+            f"{_verdict(service >= 0.75 * floor)} |")
+    else:
+        add("| service ≥ 0.75 × floor | – | not measured |")
+    for name in ("dramatiq", "celery"):
+        peer = peers.get(name)
+        if service and _ok(peer):
+            add(f"| service ≥ 2 × {name} | {service / peer['rate']:.2f} × ({_n(service)} vs {_n(peer['rate'])}) | "
+                f"{_verdict(service >= 2 * peer['rate'])} |")
+        else:
+            add(f"| service ≥ 2 × {name} | – | not measured |")
+    throughput = r.get("service", {}).get("throughput")
+    if _ok(throughput):
+        ingest = throughput["ingest"]["rate"]
+        add(f"| ingestion ≥ 1,500 events/s | {_n(ingest)} events/s | {_verdict(ingest >= 1500)} |")
+    else:
+        add("| ingestion ≥ 1,500 events/s | – | not measured |")
+    latency = r.get("service", {}).get("latency")
+    if _ok(latency) and latency.get("delivered"):
+        met = latency["p99_ms"] < 100 and latency["missing"] == 0
+        add(f"| p99 POST→delivered < 100 ms at {latency['rate']:.0f} events/s | p99 {_n(latency['p99_ms'], 1)} ms "
+            f"(p50 {_n(latency['p50_ms'], 1)} ms{', ' + str(latency['missing']) + ' not delivered' if latency['missing'] else ''})"
+            f" | {_verdict(met)} |")
+    else:
+        add("| p99 POST→delivered < 100 ms at 200 events/s | – | not measured |")
+    ladder = r.get("ladder")
+    if _ok(ladder):
+        worst = max(abs(t["max_s"]) for t in ladder["tiers"].values())
+        early = min(t["min_s"] for t in ladder["tiers"].values())
+        total = sum(t["retries"] for t in ladder["tiers"].values())
+        within = sum(t["within_1s"] for t in ladder["tiers"].values())
+        add(f"| every ladder retry within 1 s of schedule | {within}/{total} within 1 s; latest {_n(worst, 3)} s "
+            f"late, earliest {_n(early, 3)} s | {_verdict(total > 0 and within == total)} |")
+    else:
+        add("| every ladder retry within 1 s of schedule | – | not measured |")
+    backlog = r.get("backlog")
+    if _ok(backlog) and backlog.get("memory"):
+        mem = backlog["memory"]
+        met = _flat(mem)
+        add(f"| worker memory flat across the {backlog['backlog']:,} backlog | RSS {mem['start_mib']:.0f} → peak "
+            f"{mem['peak_mib']:.0f} → end {mem['end_mib']:.0f} MiB "
+            f"({'drained' if backlog.get('finished') else 'drain not finished, see below'}) | "
+            f"{_verdict(met if backlog.get('finished') else None) if backlog.get('finished') else _verdict(None) + ' (drain unfinished; flat so far: ' + ('yes' if met else 'no') + ')'} |")
+    else:
+        add("| worker memory flat across the backlog | – | not measured |")
+    add("")
+    add("Flat memory: the largest worker process's peak RSS stays within 10% (and 16 MiB) of its RSS once started "
+        "and idle, sampled every second while the backlog is accepted, parked and drained.")
+    add("")
+
+
+def _flat(mem: dict[str, Any]) -> bool:
+    base = mem["start_mib"]
+    return mem["peak_mib"] - base <= max(16.0, 0.10 * base)
+
+
+def _receiver(r: dict[str, Any], add: Any) -> None:
+    add("### Receiver capacity")
+    add("")
+    step = r.get("receiver")
+    if not _ok(step):
+        add(f"Not measured ({_why(step)}).")
+        add("")
+        return
+    fastest = max([p["rate"] for p in r.get("peers", {}).values() if isinstance(p, dict) and _ok(p) and "rate" in p]
+                  + ([_service_rate(r)] if _service_rate(r) else []) or [float("nan")])
+    add(f"`bench/receiver.py` (one process, asyncio) under {step['tool']}, {step['threads']} thread, "
+        f"{step['connections']} keep-alive connections, 1 KB POSTs for {step['seconds']:.0f} s: "
+        f"**{_n(step['rps'])} requests/s** (p50 {_n(step['p50_ms'], 2)} ms, p99 {_n(step['p99_ms'], 2)} ms), "
+        f"{step['rps'] / fastest:.0f} × the fastest contender: not the bottleneck." if fastest == fastest else
+        f"**{_n(step['rps'])} requests/s**.")
+    add("")
+
+
+def _throughput(r: dict[str, Any], add: Any) -> None:
+    plan = r["plan"]
+    add(f"### Throughput ({plan['events']:,} messages each, {plan['processes']} processes × 8 threads)")
+    add("")
+    add("| contender | queue | sustained deliveries/s | × floor | worker start → last arrival | peak RSS, largest process |")
+    add("|---|---|---|---|---|---|")
+    floor = _floor_rate(r)
+    rows = [
+        ("floor", "floor: pika consumer, httpx POST, ack (no DB, no signing)", "quorum, the service's primary-queue arguments"),
+        ("floor-classic", "floor, same code", "classic"),
+        ("dramatiq", f"dramatiq {r['versions']['dramatiq']}: actor, `Retries` exponential backoff", "classic (dramatiq's own declaration)"),
+        ("celery", f"Celery {r['versions']['celery']}: task, `autoretry_for` + `retry_backoff`, `acks_late`, no result backend", "classic (Celery's default)"),
+    ]
+    peers = r.get("peers", {})
+    for key, label, queue in rows:
+        step = peers.get(key)
+        if _ok(step):
+            ratio = f"{step['rate'] / floor:.2f}" if floor else "–"
+            add(f"| {label} | {queue} | {_n(step['rate'])} | {ratio} | {step['from_start_seconds']:.1f} s | "
+                f"{_mib(step['memory'])} |")
+        else:
+            add(f"| {label} | {queue} | {_why(step)} | | | |")
+    step = r.get("service", {}).get("throughput")
+    if _ok(r.get("service")) and _ok(step):
+        ratio = f"**{step['rate'] / floor:.2f}**" if floor else "–"
+        add(f"| **this service**, end to end: signed, claimed and logged in PostgreSQL | quorum | **{_n(step['rate'])}** | "
+            f"{ratio} | {step['from_start_seconds']:.1f} s | {_mib(step['memory'])} |")
+    else:
+        add(f"| **this service** | quorum | {_why(step if step else r.get('service'))} | | | |")
+    add("")
+    add("The service's deliveries here go to one endpoint, so its workers run with `ENDPOINT_MAX_IN_FLIGHT` = "
+        "processes × threads (the default, 4 calls at a time per endpoint, would hold it alone to 4 concurrent "
+        "calls while every other contender has 16). Its log level is its default (INFO: one line per attempt).")
+    add("")
+
+
+def _service(r: dict[str, Any], add: Any) -> None:
+    add("### This service")
+    add("")
+    svc = r.get("service")
+    if not _ok(svc):
+        add(f"Not measured ({_why(svc)}).")
+        add("")
+        return
+    add("| figure | value |")
+    add("|---|---|")
+    step = svc.get("throughput")
+    if _ok(step):
+        ing = step["ingest"]
+        add(f"| ingestion through gunicorn (`-w 2`), workers stopped, `POST /v1/events` with ~1 KB payloads | "
+            f"**{_n(ing['rate'])} events/s** (server side, from `event.created_at`; {ing['events']:,} events; wrk "
+            f"{ing['client_threads']} threads × {ing['client_connections']} connections, client p50 "
+            f"{_n(ing['client_p50_ms'], 1)} ms, p99 {_n(ing['client_p99_ms'], 1)} ms, non-2xx {ing['client_non_2xx']}) |")
+        add(f"| events → attempts logged (`SELECT count(*) FROM attempt`) → delivered | {step['events']:,} → "
+            f"{step['attempts_logged']:,} → {step['delivered']:,} |")
+        add(f"| worker RSS during delivery (largest process: start → peak → end) | {_mib(step['memory'], 'start_mib')} → "
+            f"{_mib(step['memory'])} → {_mib(step['memory'], 'end_mib')} |")
+    else:
+        add(f"| ingestion and delivery | {_why(step)} |")
+    lat = svc.get("latency")
+    if _ok(lat):
+        add(f"| latency `POST /v1/events` start → arrival at the receiver, {lat['rate']:.0f} events/s for "
+            f"{lat['sent'] / lat['rate']:.0f} s (achieved {_n(lat['achieved_rate'], 1)}/s), first 10% dropped | "
+            f"p50 **{_n(lat['p50_ms'], 1)} ms**, p90 {_n(lat['p90_ms'], 1)} ms, p99 **{_n(lat['p99_ms'], 1)} ms**, max "
+            f"{_n(lat['max_ms'], 1)} ms ({lat['delivered']:,} of {lat['measured']:,} delivered; of which the POST until its "
+            f"202: p50 {_n(lat['post_p50_ms'], 1)} ms, p99 {_n(lat['post_p99_ms'], 1)} ms; from the 202 to the arrival: "
+            f"p50 {_n(lat.get('after_answer_p50_ms'), 1)} ms, p99 {_n(lat.get('after_answer_p99_ms'), 1)} ms) |")
+        add(f"| worker peak RSS during the latency run | {_mib(lat['memory'])} |")
+    else:
+        add(f"| latency | {_why(lat)} |")
+    add("")
+
+
+def _scale(r: dict[str, Any], add: Any) -> None:
+    add("### Scale: worker processes on 2 cores (8 threads each)")
+    add("")
+    add("| worker processes | this service, deliveries/s | floor, deliveries/s |")
+    add("|---|---|---|")
+    svc = r.get("service") or {}
+    peers = r.get("peers") or {}
+    for processes in (1, 2, 4):
+        if processes == 2:
+            s, f = svc.get("throughput"), peers.get("floor")
+        else:
+            s = (svc.get("scale") or {}).get(processes)
+            f = (peers.get("floor-scale") or {}).get(processes)
+        s_text = _n(s["rate"]) if _ok(s) and _ok(svc) else _why(s)
+        f_text = _n(f["rate"]) if _ok(f) else _why(f)
+        add(f"| {processes} | {s_text} | {f_text} |")
+    add("")
+    add("2 processes is the throughput run above. With 4 processes the service's in-flight cap is 32.")
+    add("")
+
+
+def _noisy(r: dict[str, Any], add: Any) -> None:
+    add("### Noisy neighbour")
+    add("")
+    step = r.get("noisy")
+    if not _ok(step) or not _ok(step.get("alone")) or not _ok(step.get("with_dead")):
+        add(f"Not measured ({_why(step if not _ok(step) else step.get('with_dead') if not _ok(step.get('with_dead')) else step.get('alone'))}).")
+        add("")
+        return
+    alone, dead = step["alone"], step["with_dead"]
+    add(f"{alone['events']:,} events to a tenant with 9 healthy endpoints, then {dead['events']:,} to one with the "
+        f"same 9 plus one that accepts the connection and never answers (`DELIVERY_TIMEOUT={step['delivery_timeout']:g}`); "
+        "the service's defaults otherwise (4 calls at a time per endpoint, offline after 5 consecutive failures); "
+        "2 worker processes × 8 threads; events pre-loaded, workers started, healthy arrivals timed.")
+    add("")
+    add("| | healthy deliveries | worker start → last healthy arrival | healthy deliveries/s (from start) | sustained (after 10%) |")
+    add("|---|---|---|---|---|")
+    add(f"| 9 healthy | {alone['healthy_deliveries']:,} | {alone['seconds']:.1f} s | {_n(alone['rate_from_start'])} | {_n(alone['rate_steady'])} |")
+    add(f"| 9 healthy + 1 timing out | {dead['healthy_deliveries']:,} | {dead['seconds']:.1f} s | {_n(dead['rate_from_start'])} | {_n(dead['rate_steady'])} |")
+    add(f"| with / without | | | **{step['ratio_from_start']:.0%}** | {step['ratio_steady']:.0%} |")
+    info = dead.get("dead_endpoint", {})
+    add("")
+    add(f"The endpoint that times out: {info.get('attempts')} attempts, then `{info.get('health')}`; its deliveries: "
+        f"{', '.join(f'{k} {v}' for k, v in sorted(info.get('statuses', {}).items()))}.")
+    add("")
+
+
+def _ladder(r: dict[str, Any], add: Any) -> None:
+    add("### Ladder fidelity")
+    add("")
+    step = r.get("ladder")
+    if not _ok(step):
+        add(f"Not measured ({_why(step)}).")
+        add("")
+        return
+    depths = ", ".join(f"{tier} {depth}" for tier, depth in step["max_tier_depths"].items())
+    add(f"`RETRY_LADDER={step['ladder']}`, an endpoint that always answers 500 (`OFFLINE_AFTER_FAILURES` set out of "
+        "reach, so it keeps its ladder instead of parking; in-flight cap 16). "
+        f"{step['first_batch']} events first (100/s) walked down into the longest tier "
+        f"({step['long_tier_depth_before_second']} messages waiting there), then {step['second_batch']} more over "
+        f"{r['plan']['ladder_second_seconds']:.0f} s failed into the short tiers while it was full; every delivery "
+        f"made all {len(step['tiers']) + 1} attempts. Deepest each tier got: {depths}. Lateness = arrival of attempt "
+        "n+1 at the receiver − `next_attempt_at` recorded on attempt n (the DB column: `started_at` of attempt n+1 "
+        "instead).")
+    add("")
+    add("| tier (wait before the retry) | retries | min | p50 | p99 | max | within 1 s | DB p99 | DB max |")
+    add("|---|---|---|---|---|---|---|---|---|")
+    for tier, t in step["tiers"].items():
+        add(f"| {tier} | {t['retries']} | {_n(t['min_s'], 3)} s | {_n(t['p50_s'], 3)} s | {_n(t['p99_s'], 3)} s | "
+            f"{_n(t['max_s'], 3)} s | {t['within_1s']}/{t['retries']} | {_n(t['db_p99_s'], 3)} s | {_n(t['db_max_s'], 3)} s |")
+    add("")
+
+
+def _backlog(r: dict[str, Any], add: Any) -> None:
+    add("### Backlog")
+    add("")
+    step = r.get("backlog")
+    if not _ok(step):
+        add(f"Not measured ({_why(step)}).")
+        add("")
+        return
+    mem = step["memory"]
+    before = ", ".join(f"{k} {v}" for k, v in sorted(step.get("before_return", {}).items()))
+    add(f"{step['ingest']['events']:,} events accepted (at {_n(step['ingest']['rate'])}/s, workers running) for an "
+        f"endpoint whose receiver is down; the service takes it offline and parks them ({before}; "
+        f"{step['parking_seconds']:.0f} s). Then the receiver comes back. `RELEASE_RATE={step['release_rate']:g}`"
+        f"{' (the service default)' if step['release_rate'] == 20 else ''}; ladder {step['ladder']} so that the "
+        "probe notices the return within 2 s and nothing runs out of attempts during the outage.")
+    add("")
+    add("| figure | value |")
+    add("|---|---|")
+    add(f"| first delivery after the receiver is back | {_n(step['first_arrival_after_return_s'], 1)} s |")
+    status = "all delivered" if step.get("finished") else f"**not finished within {step['timeout']:.0f} s**"
+    add(f"| delivered | {step['delivered']:,} of {step['ingest']['events']:,} ({status}; receiver saw "
+        f"{step['received']:,} requests, {step['received_unique']:,} distinct `webhook-id`s) |")
+    add(f"| drain time, receiver back → last arrival | {_n(step['drain_seconds'], 0)} s |")
+    add(f"| drain rate | **{_n(step['drain_rate'], 1)} deliveries/s** (after the first 10%: "
+        f"{_n(step['drain_rate_steady'], 1)}/s)"
+        f"{'' if step.get('finished') else '; all of them would take about ' + _n((step['projected_seconds'] or 0) / 60, 0) + ' min'} |")
+    add(f"| worker RSS, largest process, every second ({mem['samples']} samples) | start {mem['start_mib']:.0f} MiB → "
+        f"peak while parking {_n(mem['peak_while_parking_mib'])} → at return {_n(mem['at_return_mib'])} → peak while "
+        f"draining {_n(mem['peak_while_draining_mib'])} → end {mem['end_mib']:.0f} MiB (peak {mem['peak_mib']:.0f}) |")
+    add("")
+
+
+def _problems(r: dict[str, Any], add: Any) -> None:
+    problems = []
+
+    def walk(name: str, step: Any) -> None:
+        if isinstance(step, dict):
+            if step.get("status") in ("error", "timeout"):
+                problems.append(f"- {name}: {_why(step)}")
+            for key, value in step.items():
+                if isinstance(value, dict):
+                    walk(f"{name} / {key}", value)
+
+    for key in ("receiver", "peers", "service", "noisy", "ladder", "backlog"):
+        walk(key, r.get(key))
+    add("### Not measured, and why")
+    add("")
+    missing = [key for key in ("receiver", "peers", "service", "noisy", "ladder", "backlog") if key not in r]
+    problems += [f"- {key}: not run" for key in missing]
+    add("\n".join(problems) if problems else "Everything above was measured in this run.")

@@ -1,0 +1,97 @@
+"""SSRF end to end: the production policy through the API and a real worker; loopback opened only on purpose.
+
+(IP literals refused at registration are in test_api_endpoints.py; the address rules in test_netguard.py.)
+"""
+
+from __future__ import annotations
+
+import socket
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import pytest
+from flask import Flask
+
+from tests.api_helpers import create_endpoint, post_event, row_counts
+from tests.conftest import wait_until
+from tests.receivers import Receiver
+from webhooks.config import Settings
+from webhooks.models import Attempt, Delivery
+
+
+@pytest.fixture
+def private_dns(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Names that resolve to internal addresses (``socket.getaddrinfo`` answers them; others fail)."""
+    table = {"intranet.example": "10.0.0.1", "metadata.example": "169.254.169.254", "sneaky.example": "::1"}
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        if host in table:
+            family = socket.AF_INET6 if ":" in table[host] else socket.AF_INET
+            return [(family, socket.SOCK_STREAM, 6, "", (table[host], port or 80))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return table
+
+
+@pytest.mark.parametrize("name", ["intranet.example", "metadata.example", "sneaky.example"])
+def test_a_name_resolving_to_an_internal_address_is_refused_with_422_naming_it(
+    make_app: Callable[..., Flask], headers: dict[str, str], private_dns: dict[str, str], name: str
+) -> None:
+    client = make_app(allow_private_targets=False).test_client()
+    before = row_counts()
+
+    response = client.post("/v1/endpoints", json={"url": f"https://{name}/hook"}, headers=headers)
+
+    assert response.status_code == 422
+    (message,) = response.json["errors"]["json"]["url"]
+    assert message.startswith(f"{name} resolves to {private_dns[name]}")
+    assert row_counts() == before
+
+
+def test_allowed_target_networks_open_loopback_on_purpose_for_registration_and_delivery(
+    make_app: Callable[..., Flask],
+    make_settings: Callable[..., Settings],
+    tenant: SimpleNamespace,
+    auth: Callable[..., dict[str, str]],
+    start_worker: Callable[[Settings], object],
+) -> None:
+    policy = {"allow_private_targets": False, "allowed_target_networks": "127.0.0.0/8"}
+    client = make_app(**policy).test_client()
+    headers = auth(tenant)
+    with Receiver() as receiver:
+        create_endpoint(client, headers, url=receiver.url + "/hook")
+        ipv6_loopback = client.post("/v1/endpoints", json={"url": "http://[::1]:9/hook"}, headers=headers)
+        private = client.post("/v1/endpoints", json={"url": "http://10.0.0.1/hook"}, headers=headers)
+        start_worker(make_settings(**policy))
+
+        event = post_event(client, headers).json
+        (request,) = receiver.wait_for(1, timeout=10)
+
+    assert request.headers["webhook-id"] == event["id"]
+    assert ipv6_loopback.status_code == 422 and "loopback" in ipv6_loopback.json["errors"]["json"]["url"][0]
+    assert private.status_code == 422 and "private" in private.json["errors"]["json"]["url"][0]
+
+
+def test_a_worker_under_the_production_policy_never_calls_a_loopback_endpoint(
+    client: Any,
+    make_settings: Callable[..., Settings],
+    tenant: SimpleNamespace,
+    auth: Callable[..., dict[str, str]],
+    start_worker: Callable[[Settings], object],
+) -> None:
+    headers = auth(tenant)
+    with Receiver() as receiver:
+        # Registered while private targets were allowed (or before a DNS change): the connect-time check decides.
+        create_endpoint(client, headers, url=receiver.url + "/hook")
+        start_worker(make_settings(allow_private_targets=False))
+
+        event = post_event(client, headers).json
+        delivery = event["deliveries"][0]["id"]
+        attempt = wait_until(lambda: Attempt.get_or_none(Attempt.delivery == delivery))
+
+        assert receiver.requests == []
+    assert attempt.error_class == "blocked_address"
+    assert attempt.error == "127.0.0.1 is a loopback address"
+    assert Delivery.get_by_id(delivery).last_error.startswith("blocked_address")

@@ -1,0 +1,44 @@
+"""OpenAPI: the error answers of every /v1 operation that no view decorator declares (401, 404, 400, 413).
+
+flask-smorest documents 422 for arguments and a ``default`` error; these come from the ``before_request``
+hooks (key, body size), the strict JSON parser and ``get_owned``, so one apispec plugin adds them all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apispec import BasePlugin
+
+#: (status, flask-smorest's lazily registered response component, which has the shared ``Error`` schema).
+UNAUTHORIZED = (401, "UNAUTHORIZED")
+NOT_FOUND = (404, "NOT_FOUND")
+BAD_REQUEST = (400, "BAD_REQUEST")
+TOO_LARGE = (413, "REQUEST_ENTITY_TOO_LARGE")
+
+#: Only the tenant API is behind ``require_tenant``; /healthz and the console are not.
+TENANT_API_PREFIX = "/v1/"
+
+
+def error_responses(path: str, operation: dict[str, Any]) -> list[tuple[int, str]]:
+    """The errors an operation on ``path`` (OpenAPI form, ``{id}``) may answer besides its declared ones."""
+    if not path.startswith(TENANT_API_PREFIX):
+        return []
+    errors = [UNAUTHORIZED]
+    if "{" in path:
+        errors.append(NOT_FOUND)
+    if "requestBody" in operation:
+        errors += [BAD_REQUEST, TOO_LARGE]
+    return errors
+
+
+class ErrorResponsesPlugin(BasePlugin):
+    """Adds ``error_responses`` to each operation (declared ones win)."""
+
+    def operation_helper(self, path: str | None = None, operations: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        for method, operation in (operations or {}).items():
+            if method == "parameters" or not isinstance(operation, dict):
+                continue
+            responses = operation.setdefault("responses", {})
+            for code, component in error_responses(path or "", operation):
+                responses.setdefault(str(code), component)
