@@ -1,11 +1,6 @@
 """Schemathesis against ``/openapi.json``: no 5xx, and every answer is documented (status, type and schema).
 
-Bounded so it fits in ``.ci/run``: a fixed number of derandomized examples per operation, positive and
-negative. Path ids are either generated (404s) or the ids of real objects, so success bodies are checked
-too. It runs with a real tenant key and real RabbitMQ (``POST /v1/events`` publishes to the test prefix);
-no worker runs, so nothing registered is ever called, and every generated endpoint URL is rewritten to
-loopback anyway. (Schemathesis' pytest loader ``from_fixture`` does not run under pytest 9, hence the
-explicit loop over operations.)
+Bounded for ``.ci/run``: a fixed number of derandomized examples per operation, positive and negative.
 """
 
 from __future__ import annotations
@@ -83,6 +78,9 @@ def test_every_operation_answers_as_documented_and_never_5xx(
     auth: Callable[[SimpleNamespace], dict[str, str]],
     subtests: pytest.Subtests,
 ) -> None:
+    # A real tenant key and real RabbitMQ (POST /v1/events publishes to the test prefix); no worker runs, so
+    # nothing registered is ever called. Path ids are generated (404s) or real, so success bodies are checked
+    # too. One subtest per operation: schemathesis' pytest loader ``from_fixture`` fails under pytest 9.
     headers = auth(tenant)
     schema = schemathesis.openapi.from_wsgi("/openapi.json", app)
     ids = real_ids(client, headers)

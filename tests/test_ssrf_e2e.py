@@ -1,6 +1,6 @@
 """SSRF end to end: the production policy through the API and a real worker; loopback opened only on purpose.
 
-(IP literals refused at registration are in test_api_endpoints.py; the address rules in test_netguard.py.)
+(IP literals refused at registration are in test_api_endpoints.py, the address rules in test_netguard.py.)
 """
 
 from __future__ import annotations

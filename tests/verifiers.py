@@ -1,7 +1,6 @@
-"""A receiver's ``v1a`` check, as docs/security.md shows it: ed25519 with the ``whpk_`` public key alone.
+"""A receiver's ``v1a`` check as docs/security.md shows it: ed25519 with the ``whpk_`` public key alone.
 
-The official ``standardwebhooks`` (1.1.0) and ``svix`` Python libraries verify only ``v1``, so the
-tests use this, written from the specification with ``cryptography`` and nothing of the service.
+The official ``standardwebhooks`` 1.1.0 and ``svix`` Python libraries verify only ``v1``; this uses nothing of ours.
 """
 
 from __future__ import annotations

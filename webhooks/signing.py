@@ -1,7 +1,6 @@
 """Standard Webhooks signing: ``v1`` (HMAC-SHA256, ``whsec_``) and ``v1a`` (ed25519, ``whsk_``/``whpk_``).
 
-The key's prefix is its scheme, as the specification intends, so a signer needs no other setting.
-``v1`` verifies with the official ``standardwebhooks`` and ``svix`` libraries; ``v1a`` with the public key.
+A key's prefix is its scheme (as the specification intends), so signing needs no other setting.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""OpenAPI: the error answers of every /v1 operation that no view decorator declares (401, 404, 400, 413).
+"""OpenAPI: the errors of every /v1 operation that no view decorator declares (401, 404, 400, 413).
 
-flask-smorest documents 422 for arguments and a ``default`` error; these come from the ``before_request``
-hooks (key, body size), the strict JSON parser and ``get_owned``, so one apispec plugin adds them all.
+They come from ``before_request`` hooks, the strict JSON parser and ``get_owned``, so one apispec plugin adds them.
 """
 
 from __future__ import annotations
