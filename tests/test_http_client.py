@@ -223,9 +223,12 @@ def test_pool_timeout_is_reported_separately_from_endpoint_timeouts() -> None:
                 thread.join(timeout=5)
         bodies = [r.body for r in receiver.requests]
     assert results["first"].error_class == "timeout"
-    assert results["second"].error_class == "timeout"
+    # The second waits for the pool exactly as long as the first holds the connection, so
+    # which of the two ends first is a race; the third waits behind both and cannot win it.
+    assert results["second"].error_class in ("timeout", "pool_timeout")
     assert results["third"].error_class == "pool_timeout"
-    assert bodies == [b"first", b"second"]  # the pool-starved call never reached the endpoint
+    assert b"third" not in bodies and bodies[0] == b"first"  # a pool-starved call never reaches the endpoint
+    assert (results["second"].error_class == "timeout") == (b"second" in bodies)
 
 
 # -- connection failures ------------------------------------------------------------------------
