@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -154,11 +155,13 @@ class Procs:
 
 
 def _signal_group(pid: int, sig: int) -> None:
-    if os.environ.get("BENCH_DEBUG"):
-        import traceback
-
-        print(f"killpg({pid}, {sig}) from {' < '.join(f'{f.name}:{f.lineno}' for f in traceback.extract_stack()[-6:-1])}",
-              file=sys.stderr, flush=True)
+    # Every signal the harness sends is logged with its caller, for post-mortems.
+    callers = " < ".join(f"{frame.name}:{frame.lineno}" for frame in traceback.extract_stack()[-6:-1])
+    try:
+        with open(PROCS.log_dir / "signals.log", "a") as handle:
+            handle.write(f"{time.strftime('%H:%M:%S')} killpg({pid}, {sig}) from {callers}\n")
+    except OSError:
+        pass
     try:
         os.killpg(pid, sig)  # the child leads its own session: this reaches only its descendants
     except (ProcessLookupError, PermissionError):

@@ -85,10 +85,10 @@ def render(r: dict[str, Any]) -> str:
         f"httpx {v['httpx']}, gunicorn {v['gunicorn']}, Flask {v['Flask']}, peewee {v['peewee']}, "
         f"psycopg2-binary {v['psycopg2-binary']}, psutil {v['psutil']}, wrk {v['wrk']}")
     if r.get("overridden_service_pins"):
-        add(f"- **Environment**: `bench/.venv` = `bench/requirements.txt` + the service's `requirements.txt`, except "
-            f"{', '.join('`' + p + '`' for p in r['overridden_service_pins'])} of the service, pinned otherwise by "
-            "`bench/requirements.txt` (Celery pins `python-dateutil==2.9.0.post0`; only `svix`, a test dependency of "
-            "the service, uses it)")
+        add(f"- **Environment**: `bench/.venv` = `bench/requirements.txt` + the service's `requirements.txt`; where "
+            f"they differ the bench's pin wins: {', '.join('`' + p + '`' for p in r['overridden_service_pins'])} "
+            "(Celery pins `python-dateutil==2.9.0.post0` exactly; in the service only `svix`, a test dependency, "
+            "uses it)")
     add(f"- **Same for every contender**: one receiver process (`bench/receiver.py`, asyncio, keep-alive, answers "
         f"200); the same ~1 KB JSON body; {plan['events']:,} messages pre-loaded before the workers start; "
         f"**{plan['processes']} worker processes (one per core) × 8 threads**: floor 2 × `python -m bench.peers.floor "
@@ -256,8 +256,8 @@ def _service(r: dict[str, Any], add: Any) -> None:
             f"{_n(ing['client_p50_ms'], 1)} ms, p99 {_n(ing['client_p99_ms'], 1)} ms, non-2xx {ing['client_non_2xx']}) |")
         add(f"| events → attempts logged (`SELECT count(*) FROM attempt`) → delivered | {step['events']:,} → "
             f"{step['attempts_logged']:,} → {step['delivered']:,} |")
-        add(f"| worker RSS during delivery (largest process: start → peak → end) | {_mib(step['memory'], 'start_mib')} → "
-            f"{_mib(step['memory'])} → {_mib(step['memory'], 'end_mib')} |")
+        add(f"| worker RSS during delivery, largest process, sampled every 0.5 s | peak {_mib(step['memory'])}, at the "
+            f"end {_mib(step['memory'], 'end_mib')} |")
     else:
         add(f"| ingestion and delivery | {_why(step)} |")
     lat = svc.get("latency")

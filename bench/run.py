@@ -52,12 +52,15 @@ def _requirement_name(line: str) -> str | None:
 def service_requirements_for_bench() -> tuple[str, list[str]]:
     """The service's requirements without the packages that ``bench/requirements.txt`` pins
     itself (the bench's pin wins: Celery pins python-dateutil exactly); and those names."""
-    ours = {name for line in BENCH_REQUIREMENTS.read_text().splitlines() if (name := _requirement_name(line))}
+    ours = {name: line.split("#", 1)[0].strip() for line in BENCH_REQUIREMENTS.read_text().splitlines()
+            if (name := _requirement_name(line))}
     kept, overridden = [], []
     for line in SERVICE_REQUIREMENTS.read_text().splitlines():
         name = _requirement_name(line)
         if name in ours:
-            overridden.append(line.strip())
+            pin = line.split("#", 1)[0].strip()
+            if pin.split("==")[-1] != ours[name].split("==")[-1]:
+                overridden.append(f"{pin} (here {ours[name].split('==')[-1]})")
         else:
             kept.append(line)
     return "\n".join(kept) + "\n", overridden
@@ -90,9 +93,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--events", type=int, help="events per throughput contender (default 20000; --quick 3000)")
     parser.add_argument("--backlog", type=int, help="deliveries in the backlog scenario (default 100000; --quick 5000)")
     parser.add_argument("--backlog-timeout", type=float,
-                        help="seconds allowed for the backlog to drain (default 3600; --quick 420)")
+                        help="seconds allowed for the backlog to drain (default 7200; --quick 420)")
     parser.add_argument("--release-rate", type=float, default=20.0,
-                        help="the service's RELEASE_RATE in the backlog scenario (default 20: the service's default)")
+                        help="the service's RELEASE_RATE in the backlog scenario (default 20, the service's own "
+                             "default: it paces the drain)")
+    parser.add_argument("--from-json", metavar="PATH",
+                        help="only rewrite RESULTS.md from the figures of an earlier run (bench/.logs/results.json)")
     parser.add_argument("--only", help="comma-separated steps (receiver,peers,service,noisy,ladder,backlog); "
                                        "a partial run prints its tables and leaves RESULTS.md alone")
     return parser.parse_args(argv)

@@ -44,6 +44,9 @@ THREADS = 8
 #: Share of the first arrivals discarded as warm-up before a rate is computed.
 WARMUP = 0.10
 
+#: The backlog drain counts as stalled when nothing is delivered for this long (seconds).
+STALL_SECONDS = 60.0
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -81,7 +84,7 @@ class Plan:
             ladder_second=150 if quick else 1000,
             ladder_second_seconds=20.0,
             backlog=args.backlog or (5000 if quick else 100_000),
-            backlog_timeout=args.backlog_timeout or (420.0 if quick else 3600.0),
+            backlog_timeout=args.backlog_timeout or (420.0 if quick else 7200.0),
             release_rate=args.release_rate,
             receiver_seconds=5 if quick else 10,
         )
@@ -332,7 +335,7 @@ def _noisy_run(stack: ServiceStack, receiver: Receiver, plan: Plan, name: str, w
     while stack.primary_depth() < events * (10 if with_dead else 9):
         deadline.check()
         time.sleep(0.2)
-    workers = stack.start_workers(plan.processes, {"WORKER_THREADS": str(THREADS)})
+    stack.start_workers(plan.processes, {"WORKER_THREADS": str(THREADS)})
     stack.start_clock()
     started = time.time()
     try:
@@ -518,20 +521,30 @@ def backlog(plan: Plan, deadline: Deadline) -> dict[str, Any]:
             t_back = time.time()
             down.start()
             drain = Deadline(min(deadline.left(), plan.backlog_timeout), "backlog drain")
-            delivered = 0
+            delivered, last_change = 0, time.monotonic()
+            result["finished"] = False
             try:
                 while delivered < total:
-                    delivered = stack.sql.value(
+                    now_delivered = stack.sql.value(
                         "SELECT count(*) FROM delivery WHERE endpoint_id = %s AND status = 'delivered'", (endpoint,))
+                    if now_delivered != delivered:
+                        delivered, last_change = now_delivered, time.monotonic()
+                    elif time.monotonic() - last_change > STALL_SECONDS:
+                        result["stalled"] = True
+                        log(f"   no delivery for {STALL_SECONDS:.0f} s: stalled at {delivered}/{total}")
+                        break
                     progress.append((time.time() - t_back, delivered))
                     if len(progress) % 30 == 0:
                         log(f"   drained {delivered}/{total} in {progress[-1][0]:.0f} s")
                     drain.check()
                     stack.check_alive()
                     time.sleep(1.0)
-                result["finished"] = True
+                else:
+                    result["finished"] = True
             except ScenarioTimeout:
-                result["finished"] = False
+                pass
+            result["final_statuses"] = dict(stack.sql.rows(
+                "SELECT status, count(*) FROM delivery WHERE endpoint_id = %s GROUP BY status", (endpoint,)))
         arrivals = sorted(t for t, _, _ in down.dump(path))
         unique = len({w for _, w, _ in down.dump(path)})
         rate_total = delivered / (arrivals[-1] - t_back) if arrivals else 0.0
@@ -603,6 +616,11 @@ def machine() -> dict[str, Any]:
 def run_everything(args: argparse.Namespace) -> int:
     from bench.run import service_requirements_for_bench
 
+    if args.from_json:
+        with open(args.from_json) as handle:
+            report.write_results(report.render(json.load(handle)))
+        log(f"rewrote the generated section of bench/RESULTS.md from {args.from_json}")
+        return 0
     harness.install_exit_handlers()
     plan = Plan.from_args(args)
     only = set(args.only.split(",")) if args.only else None
@@ -617,8 +635,9 @@ def run_everything(args: argparse.Namespace) -> int:
                                "overridden_service_pins": service_requirements_for_bench()[1]}
     log(f"benchmark: {command}; {plan.processes} worker processes x {THREADS} threads per contender; "
         f"logs in {PROCS.log_dir}")
-    for stale in PROCS.log_dir.glob("*.log") if PROCS.log_dir.exists() else []:
-        stale.unlink()
+    for stale in PROCS.log_dir.glob("*") if PROCS.log_dir.exists() else []:
+        if stale.is_file():
+            stale.unlink()  # the logs of the previous run
     receiver = Receiver().start()
     budget = 1.0 if plan.quick else 4.0  # scales the time limits
     if wanted("receiver"):

@@ -25,7 +25,7 @@ import httpx
 
 from bench import harness
 from bench.harness import CLEANUP, PROCS, PYTHON, ROOT, Child, Deadline, Sql
-from bench.payload import event_request
+from bench.payload import EVENT_TYPE, event_request
 
 
 @dataclass
@@ -146,7 +146,9 @@ class ServiceStack:
         return self._sql
 
     def events_of(self, tenant: Tenant) -> int:
-        return self.sql.value("SELECT count(*) FROM event WHERE tenant_id = %s", (tenant.id,))
+        """Events the benchmark posted (operational events such as ``endpoint.offline`` excluded)."""
+        return self.sql.value("SELECT count(*) FROM event WHERE tenant_id = %s AND event_type = %s",
+                              (tenant.id, EVENT_TYPE))
 
     def ingest(self, tenant: Tenant, count: int, deadline: Deadline, threads: int = 2, connections: int = 8) -> dict[str, Any]:
         """POST ``count`` events with wrk (about: in-flight requests may add a few); the
@@ -159,7 +161,8 @@ class ServiceStack:
                                  stop_when=lambda: self.events_of(tenant) - before >= count)
         time.sleep(0.5)  # requests still in flight when wrk was interrupted
         times = [row[0] for row in self.sql.rows(
-            "SELECT extract(epoch FROM created_at) FROM event WHERE tenant_id = %s ORDER BY created_at", (tenant.id,))]
+            "SELECT extract(epoch FROM created_at) FROM event WHERE tenant_id = %s AND event_type = %s "
+            "ORDER BY created_at", (tenant.id, EVENT_TYPE))]
         times = [float(t) for t in times[before:]]
         rate, span = harness.steady_rate(times)
         return {"events": len(times), "rate": rate, "seconds": span, "client_requests": result.requests,
