@@ -55,14 +55,17 @@ def publish_messages(publisher: Publisher, topology: Topology, messages: Sequenc
 def mark_enqueued(messages: Iterable[DeliveryMessage]) -> None:
     """Record that each message was confirmed, unless its delivery has moved on since."""
     now = utcnow()
+    by_attempt: dict[int, list[str]] = {}
+    for message in messages:
+        by_attempt.setdefault(message.attempt, []).append(message.delivery_id)
     with write():
         relaxed_commit()  # a lost mark only means the relay publishes a duplicate
-        for message in messages:
+        for attempt, delivery_ids in by_attempt.items():  # one statement per attempt number
             (
                 Delivery.update(enqueued_at=now)
                 .where(
-                    (Delivery.id == message.delivery_id)
-                    & (Delivery.attempts == message.attempt - 1)
+                    Delivery.id.in_(delivery_ids)
+                    & (Delivery.attempts == attempt - 1)
                     & Delivery.enqueued_at.is_null()
                 )
                 .execute()
