@@ -201,6 +201,18 @@ def dead_letters(run: Run) -> int:
     return count
 
 
+def settled(run: Run, sender: Sender, received: list[bytes]) -> bool:
+    """Every accepted event arrived and no delivery is still waiting for an attempt."""
+    if not set(sender.accepted) <= {webhook_id.decode() for webhook_id in received}:
+        return False
+    connection = psycopg2.connect(run.env["DATABASE_URL"])
+    cursor = connection.cursor()
+    cursor.execute("SELECT count(*) FROM delivery WHERE status IN ('pending', 'retrying')")
+    (unfinished,) = cursor.fetchone()
+    connection.close()
+    return unfinished == 0
+
+
 def check(run: Run, sender: Sender, received: list[bytes]) -> dict[str, float]:
     connection = psycopg2.connect(run.env["DATABASE_URL"])
     cursor = connection.cursor()
@@ -279,9 +291,8 @@ def main() -> int:
         chaos.join()
         run.note(f"load done; waiting up to {args.settle:.0f}s for deliveries to settle")
         deadline = time.monotonic() + args.settle
-        while time.monotonic() < deadline and not set(sender.accepted) <= {i.decode() for i in counter.webhook_ids}:
+        while time.monotonic() < deadline and not settled(run, sender, counter.webhook_ids):
             time.sleep(1)
-        time.sleep(3)
         results = check(run, sender, list(counter.webhook_ids))
     finally:
         teardown(run)
