@@ -141,7 +141,7 @@ class Processor:
         if not store.record(message, outcome, self.settings.offline_after_failures):
             log.info("attempt recorded elsewhere delivery=%s attempt=%d", message.delivery_id, message.attempt)
             return Handled()
-        self._log(message, verdict, step.status, result, next_at)
+        self._log(message, verdict, step.status, result, next_at, outcome.exhausted)
         metrics.observe_attempt(result.status_code, result.duration_ms / 1000, step.status)
 
         if step.next_message is not None and step.tier_ms is not None:
@@ -180,7 +180,13 @@ class Processor:
         return (queue, *message.encode())
 
     def _log(
-        self, message: DeliveryMessage, verdict: Verdict, status: str, result: HttpResult, next_at: datetime | None
+        self,
+        message: DeliveryMessage,
+        verdict: Verdict,
+        status: str,
+        result: HttpResult,
+        next_at: datetime | None,
+        exhausted: bool,
     ) -> None:
         log.info(
             "attempted delivery=%s event=%s endpoint=%s attempt=%d trigger=%s result=%s status=%s ms=%.0f%s",
@@ -194,7 +200,7 @@ class Processor:
             result.duration_ms,
             f" next_attempt_at={next_at.isoformat()}Z" if next_at else "",
         )
-        if status == "failed":
+        if exhausted:  # a failed resend outside the ladder is not dead-lettered again
             log.warning("dead-lettered delivery=%s event=%s after %d attempts", message.delivery_id, message.event_id, message.attempt)
 
 
