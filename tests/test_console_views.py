@@ -129,7 +129,6 @@ def test_resend_queues_a_fresh_attempt_and_is_audited(client: FlaskClient, heade
     from tests.conftest import queue_messages
 
     delivery = failed_delivery(client, headers)
-    queued_before = len(queue_messages(settings.topology.primary))
     user = log_in(client, "operator")
 
     response = client.post(f"/console/deliveries/{delivery.id}/resend", data={"csrf_token": "test-csrf-token"},
@@ -137,9 +136,9 @@ def test_resend_queues_a_fresh_attempt_and_is_audited(client: FlaskClient, heade
 
     html = response.get_data(as_text=True)
     assert response.status_code == 200 and f"Resend of {delivery.id} queued" in html
-    messages = queue_messages(settings.topology.primary)
-    assert len(messages) == queued_before + 1
-    assert (messages[-1][1]["attempt"], messages[-1][1]["trigger"]) == (4, "resend")
+    # The event's first publish may still be on its way (the relay sends it after the 202): count only resends.
+    resends = [meta for _, meta in queue_messages(settings.topology.primary) if meta.get("trigger") == "resend"]
+    assert [message["attempt"] for message in resends] == [4]
     assert user.email in html and "resend" in html  # the audit entry on the event page
     assert f"{user.email}" in page(client, "/console/audit")
 
