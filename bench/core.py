@@ -1,6 +1,7 @@
 """Delivery-core benchmark: throughput of one worker process and the gaps between retries.
 
-Usage: ``python bench/core.py [--events 2000] [--database sqlite|postgresql]``.
+Usage: ``python bench/core.py [--events 2000] [--database sqlite|postgresql]``; with
+``BENCH_PROFILE=/tmp/worker.raw`` the worker runs under ``py-spy record`` (raw stacks).
 Events are stored and published through the same code path as ``POST /v1/events``
 (without HTTP), one worker process delivers them to a fast local receiver, and the
 time from the first to the last arrival gives deliveries per second (every attempt
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import signal
 import socket
 import statistics
 import subprocess
@@ -84,7 +86,20 @@ def run_worker(settings: Settings, extra: dict[str, str] | None = None) -> subpr
     env = {**os.environ, "DATABASE_URL": settings.database_url, "QUEUE_PREFIX": settings.queue_prefix,
            "RETRY_LADDER": ",".join(f"{d}ms" for d in settings.ladder.delays_ms), "ALLOW_PRIVATE_TARGETS": "1",
            "LOG_LEVEL": "WARNING", "WORKER_THREADS": str(settings.worker_threads), **(extra or {})}
-    return subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=env)
+    command = [sys.executable, "-m", "webhooks.worker"]
+    if os.environ.get("BENCH_PROFILE"):  # py-spy raw stacks of the worker, e.g. BENCH_PROFILE=/tmp/worker.raw
+        command = ["py-spy", "record", "--format", "raw", "--rate", "200", "--gil", "--output", os.environ["BENCH_PROFILE"],
+                   "--", *command]
+    return subprocess.Popen(command, env=env)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its reaped children so far (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -114,6 +129,7 @@ def main() -> None:
     deadline = time.monotonic() + 600
     while counter.count < args.events and time.monotonic() < deadline:
         time.sleep(0.05)
+    worker_cpu = cpu_seconds(worker.pid)
     arrivals = counter.arrivals
     steady = arrivals[len(arrivals) // 10 :]  # after warm-up
     rate = (len(steady) - 1) / (steady[-1] - steady[0])
@@ -133,7 +149,7 @@ def main() -> None:
             requests = failing.wait_for(before + 3, timeout=20)[before:]
             gaps.append([b.received_at - a.received_at for a, b in zip(requests, requests[1:])])
             failing.responder = sequence([500, 500, 200])
-    worker.terminate()
+    worker.send_signal(signal.SIGINT)  # the worker drains; py-spy writes its profile
     worker.wait()
 
     first_gaps = [g[0] for g in gaps]
@@ -141,7 +157,8 @@ def main() -> None:
     print(machine())
     print(f"database: {args.database}, events: {args.events}, worker threads: {settings.worker_threads}, one worker process")
     print(f"ingest (store + publish, no HTTP): {ingest_rate:.0f} events/s")
-    print(f"delivery: {rate:.0f} deliveries/s sustained (after the first 10%), {logged} attempts logged")
+    print(f"delivery: {rate:.0f} deliveries/s sustained (after the first 10%), {logged} attempts logged, "
+          f"worker CPU {1000 * worker_cpu / args.events:.2f} ms per delivery")
     print(f"retry gaps, ladder 1s,2s: first {min(first_gaps):.2f}-{max(first_gaps):.2f}s (mean {statistics.mean(first_gaps):.2f}), "
           f"second {min(second_gaps):.2f}-{max(second_gaps):.2f}s (mean {statistics.mean(second_gaps):.2f})")
     settings.topology.delete(connection.channel())

@@ -17,6 +17,7 @@ from webhooks import metrics, store
 from webhooks.classify import Verdict, classify
 from webhooks.config import Settings
 from webhooks.endpoint_view import EndpointView
+from webhooks.group_commit import GroupCommit
 from webhooks.http_client import HttpResult, Sender
 from webhooks.ids import new_id
 from webhooks.messages import DeliveryMessage, PoisonMessage
@@ -69,6 +70,13 @@ class Processor:
         self.ladder = settings.ladder
         self.sender = sender
         self.limits = Limits(settings.endpoint_max_in_flight, settings.delivery_timeout + LEASE_MARGIN_SECONDS)
+        # Every delivery thread's claims and records go through these: one transaction per batch.
+        self._claim_one: GroupCommit[DeliveryMessage, store.Claim] = GroupCommit(
+            lambda messages: store.claim_many(messages, self.limits)
+        )
+        self._record_one: GroupCommit[tuple[DeliveryMessage, Outcome], bool] = GroupCommit(
+            lambda items: store.record_many(items, settings.offline_after_failures)
+        )
 
     def handle(self, body: bytes, headers: dict[str, Any] | None) -> Handled:
         """Process one message from the primary queue."""
@@ -104,7 +112,7 @@ class Processor:
         """
         waited = 0.0
         while True:
-            claim = store.claim(message, self.limits)
+            claim = self._claim_one(message)
             if claim.state is not ClaimState.THROTTLED or waited + claim.wait > MAX_LOCAL_WAIT_SECONDS:
                 return claim
             pause = min(claim.wait, LOCAL_WAIT_STEP_SECONDS)
@@ -138,7 +146,7 @@ class Processor:
             disable_reason=verdict.summary if verdict.gone else None,
             exhausted=step.status == "failed" and in_ladder,
         )
-        if not store.record(message, outcome, self.settings.offline_after_failures):
+        if not self._record_one((message, outcome)):
             log.info("attempt recorded elsewhere delivery=%s attempt=%d", message.delivery_id, message.attempt)
             return Handled()
         self._log(message, verdict, step.status, result, next_at, outcome.exhausted)

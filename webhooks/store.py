@@ -11,13 +11,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple, Sequence
 
 import peewee
-from peewee import fn
 
-from webhooks import presence
-from webhooks.db import durable_commit, locking, relaxed_commit, retrying, write
+from webhooks import presence, sqltext
+from webhooks.db import database, durable_commit, relaxed_commit, retrying, write
 from webhooks.endpoint_view import EndpointView
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.messages import DeliveryMessage
@@ -77,64 +76,150 @@ def _tokens(endpoint: Endpoint, now: datetime) -> float:
     return tokens
 
 
-@retrying
 def claim(message: DeliveryMessage, limits: Limits) -> Claim:
-    """Take attempt ``message.attempt`` of its delivery, if its endpoint may be called now.
+    """Take attempt ``message.attempt`` of its delivery, if its endpoint may be called now."""
+    return claim_many([message], limits)[0]
 
-    The endpoint row is locked for the decision, so the in-flight cap (live leases of
-    its deliveries) and the rate bucket hold across every worker process. The lock is
-    held for three round trips: read (and lock), take the lease, commit.
+
+@retrying
+def claim_many(messages: Sequence[DeliveryMessage], limits: Limits) -> list[Claim]:
+    """Claim each message's attempt, in one transaction (the worker's group commit).
+
+    The endpoint rows are locked (in id order, so batches never deadlock) for the
+    decision, so the in-flight cap (live leases of an endpoint's deliveries) and the
+    rate bucket hold across every worker process. Messages are decided in the order
+    given; a delivery that appears twice is claimed at most once.
     """
-    allowed = LADDER_STATUSES if message.trigger == "ladder" else MANUAL_STATUSES
     now = utcnow()
+    lease_until = now + timedelta(seconds=limits.lease_seconds)
     with write():
-        # Usually only a lease is written: lost in a server crash, the attempt is merely
+        # Usually only leases are written: lost in a server crash, an attempt is merely
         # made again. Parking and cancelling switch durability back on (the message is
         # acked after them).
         relaxed_commit()
-        query = (
-            Delivery.select(Delivery.status, Delivery.attempts, Delivery.lease_until, Endpoint)
-            .join(Endpoint)
-            .where(Delivery.id == message.delivery_id)
-        )
-        row = locking(query, of=Endpoint).first()
+        endpoints = {
+            endpoint.id: endpoint
+            for endpoint in sqltext.models_in(Endpoint, "id", sorted({m.endpoint_id for m in messages}), lock=True)
+        }
+        rows = {
+            delivery_id: _DeliveryRow(status, attempts, held_until, endpoints[endpoint_id])
+            for delivery_id, status, attempts, held_until, endpoint_id in sqltext.rows_in(
+                Delivery, _CLAIM_COLUMNS, "id", sorted({m.delivery_id for m in messages})
+            )
+            if endpoint_id in endpoints
+        }
+        batch = _ClaimBatch(rows, limits, now)
+        claims = [batch.decide(message) for message in messages]
+        if batch.settled:
+            durable_commit()
+            for message, status, statuses in batch.settled:
+                _set_status(message, status, statuses)
+        if batch.leased:
+            taken = _take_leases(batch.leased, lease_until)
+            claims = [
+                claim if claim.state is not ClaimState.CLAIMED or message.delivery_id in taken
+                else Claim(ClaimState.STALE, claim.prior_status)
+                for message, claim in zip(messages, claims)
+            ]
+        for endpoint_id, tokens in batch.tokens.items():
+            Endpoint.update(rate_tokens=tokens, rate_updated_at=now).where(Endpoint.id == endpoint_id).execute()
+    return claims
+
+
+#: What a claim reads of each delivery.
+_CLAIM_COLUMNS = ("id", "status", "attempts", "lease_until", "endpoint")
+
+
+class _DeliveryRow(NamedTuple):
+    status: str
+    attempts: int
+    lease_until: datetime | None
+    endpoint: Endpoint
+
+
+class _ClaimBatch:
+    """The claim decisions of one transaction, with the endpoints' counts kept as they change."""
+
+    def __init__(self, rows: dict[str, _DeliveryRow], limits: Limits, now: datetime) -> None:
+        self.rows = rows
+        self.limits = limits
+        self.now = now
+        self.in_flight = _live_leases({row.endpoint.id for row in rows.values()}, now)
+        #: Rate buckets changed by this batch: endpoint id -> tokens left.
+        self.tokens: dict[str, float] = {}
+        self.leased: list[DeliveryMessage] = []
+        #: Status changes to write: (message, new status, statuses it may change from).
+        self.settled: list[tuple[DeliveryMessage, str, tuple[str, ...]]] = []
+        self._decided: set[str] = set()
+
+    def decide(self, message: DeliveryMessage) -> Claim:
+        allowed = LADDER_STATUSES if message.trigger == "ladder" else MANUAL_STATUSES
+        row = self.rows.get(message.delivery_id)
         if row is None or row.attempts != message.attempt - 1 or row.status not in allowed:
             return Claim(ClaimState.STALE, None if row is None else row.status)
+        if message.delivery_id in self._decided:
+            return Claim(ClaimState.BUSY, row.status)
         endpoint = row.endpoint
         if endpoint.deleted_at is not None:
-            durable_commit()
-            _set_status(message, "cancelled", UNFINISHED_STATUSES)
-            return Claim(ClaimState.CANCELLED, row.status)
+            return self._settle(message, row.status, ClaimState.CANCELLED, UNFINISHED_STATUSES)
         parks = endpoint.disabled or (
             message.trigger == "ladder"
-            and endpoint.health == presence.OFFLINE
-            and endpoint.probe_delivery_id != message.delivery_id
+            and (
+                (endpoint.health == presence.OFFLINE and endpoint.probe_delivery_id != message.delivery_id)
+                # A retry from before the outage, back from a waiting tier while the parked
+                # deliveries are released: it joins them, to arrive in creation order.
+                or (endpoint.health == presence.RECOVERING and row.status == "retrying")
+            )
         )
         if parks:
-            durable_commit()
-            _set_status(message, "parked", LADDER_STATUSES)
-            return Claim(ClaimState.PARKED, row.status)
-        if row.lease_until is not None and row.lease_until > now:
+            return self._settle(message, row.status, ClaimState.PARKED, LADDER_STATUSES)
+        if row.lease_until is not None and row.lease_until > self.now:
             return Claim(ClaimState.BUSY, row.status)
-        tokens = _tokens(endpoint, now) if endpoint.rate_limit else None
-        if tokens is not None and tokens < 1.0:
-            return Claim(ClaimState.THROTTLED, row.status, wait=(1.0 - tokens) / endpoint.rate_limit)
-        others = Delivery.alias()
-        in_flight = others.select(fn.COUNT(others.id)).where((others.endpoint == endpoint.id) & (others.lease_until > now))
-        taken = (
-            Delivery.update(lease_until=now + timedelta(seconds=limits.lease_seconds))
-            .where(
-                (Delivery.id == message.delivery_id)
-                & (Delivery.attempts == message.attempt - 1)
-                & (in_flight < limits.max_in_flight)
-            )
-            .execute()
-        )
-        if not taken:
+        tokens = None
+        if endpoint.rate_limit:
+            tokens = self.tokens.get(endpoint.id, _tokens(endpoint, self.now))
+            if tokens < 1.0:
+                return Claim(ClaimState.THROTTLED, row.status, wait=(1.0 - tokens) / endpoint.rate_limit)
+        if self.in_flight.get(endpoint.id, 0) >= self.limits.max_in_flight:
             return Claim(ClaimState.THROTTLED, row.status, wait=IN_FLIGHT_RECHECK_SECONDS)
+        self.in_flight[endpoint.id] = self.in_flight.get(endpoint.id, 0) + 1
         if tokens is not None:
-            Endpoint.update(rate_tokens=tokens - 1.0, rate_updated_at=now).where(Endpoint.id == endpoint.id).execute()
+            self.tokens[endpoint.id] = tokens - 1.0
+        self.leased.append(message)
+        self._decided.add(message.delivery_id)
         return Claim(ClaimState.CLAIMED, row.status, EndpointView.of(endpoint))
+
+    def _settle(self, message: DeliveryMessage, prior: str, state: ClaimState, statuses: tuple[str, ...]) -> Claim:
+        self.settled.append((message, state.value, statuses))
+        self._decided.add(message.delivery_id)
+        return Claim(state, prior)
+
+
+def _live_leases(endpoint_ids: set[str], now: datetime) -> dict[str, int]:
+    """Attempts in flight right now (unexpired leases) per endpoint."""
+    if not endpoint_ids:
+        return {}
+    param = database.obj.param
+    cursor = database.execute_sql(
+        "SELECT endpoint_id, COUNT(*) FROM delivery WHERE lease_until > {p} AND endpoint_id IN ({ids}) "
+        "GROUP BY endpoint_id".format(p=param, ids=", ".join([param] * len(endpoint_ids))),
+        [Delivery.lease_until.db_value(now), *sorted(endpoint_ids)],
+    )
+    return dict(cursor.fetchall())
+
+
+def _take_leases(messages: list[DeliveryMessage], lease_until: datetime) -> set[str]:
+    """Lease each message's delivery while its attempt is still the next one; the ids leased."""
+    param = database.obj.param
+    still_next = " OR ".join([f"(id = {param} AND attempts = {param})"] * len(messages))
+    keys = [value for message in messages for value in (message.delivery_id, message.attempt - 1)]
+    lease = Delivery.lease_until.db_value(lease_until)
+    taken = database.execute_sql(f"UPDATE delivery SET lease_until = {param} WHERE {still_next}", [lease, *keys]).rowcount
+    if taken == len(messages):
+        return {message.delivery_id for message in messages}
+    # A slower worker recorded one of these attempts in the meantime: find out which.
+    cursor = database.execute_sql(f"SELECT id FROM delivery WHERE lease_until = {param} AND ({still_next})", [lease, *keys])
+    return {delivery_id for delivery_id, in cursor.fetchall()}
 
 
 @retrying
@@ -166,65 +251,119 @@ class Outcome:
     exhausted: bool = False
 
 
-@retrying
 def record(message: DeliveryMessage, outcome: Outcome, offline_after: int) -> bool:
-    """Write the attempt, the delivery's new state and the endpoint's presence together.
+    """Write one attempt; False if another worker recorded this attempt already."""
+    return record_many([(message, outcome)], offline_after)[0]
 
-    Returns False if another worker recorded this attempt already.
+
+def record_many(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_after: int) -> list[bool]:
+    """Write attempts, their deliveries' new state and endpoint presence in one durable commit.
+
+    For each item, True if it is recorded (now, or by this very outcome in a commit
+    whose acknowledgement was lost), False if another worker recorded that attempt.
+    A batch that breaks a constraint is written again one item at a time, so one bad
+    item does not hold up the others.
     """
-    now = utcnow()
     try:
-        with write():
-            endpoint = Endpoint.select().where(Endpoint.id == message.endpoint_id).first()
-            touches_endpoint = endpoint is not None and presence.needs_update(endpoint, outcome.status == "delivered", now)
-            if touches_endpoint or outcome.disable_reason:
-                # Lock it before anything else, as ``claim`` does: one lock order, no deadlock.
-                # A plain success of a healthy endpoint writes nothing to it, so deliveries
-                # to one endpoint do not queue on its row.
-                endpoint = locking(Endpoint.select().where(Endpoint.id == message.endpoint_id)).first()
-            Attempt.insert(
-                id=outcome.attempt_id,
-                delivery=message.delivery_id,
-                tenant=message.tenant_id,
-                event=message.event_id,
-                endpoint=message.endpoint_id,
-                attempt_no=message.attempt,
-                trigger=message.trigger,
-                outcome=outcome.status,
-                next_attempt_at=outcome.next_attempt_at,
-                **outcome.attempt_fields,
-            ).execute()
-            updated = (
-                Delivery.update(
-                    attempts=message.attempt,
-                    status=outcome.status,
-                    next_attempt_at=outcome.next_attempt_at,
-                    last_status_code=outcome.last_status_code,
-                    last_error=outcome.last_error,
-                    lease_until=None,
-                    # The outbox mark: the next attempt's message is not confirmed yet.
-                    enqueued_at=None,
-                    updated_at=now,
-                    delivered_at=now if outcome.status == "delivered" else Delivery.delivered_at,
-                )
-                .where((Delivery.id == message.delivery_id) & (Delivery.attempts == message.attempt - 1))
-                .execute()
-            )
-            if not updated:
-                raise peewee.IntegrityError("attempt already recorded")
-            if endpoint is not None:
-                _update_presence(endpoint, message, outcome, offline_after, now, touches_endpoint)
-        return True
+        return _record_batch(items, offline_after)
     except peewee.IntegrityError:
-        # Either another worker recorded this attempt, or our own commit went through and
-        # only its acknowledgement was lost with the connection: tell them apart by id.
-        return Attempt.get_or_none(Attempt.id == outcome.attempt_id) is not None
+        if len(items) == 1:
+            return [_recorded(items[0][1])]
+    results: list[bool] = []
+    for item in items:
+        try:
+            results.extend(_record_batch([item], offline_after))
+        except peewee.IntegrityError:
+            results.append(_recorded(item[1]))
+    return results
 
 
-def _update_presence(
-    endpoint: Endpoint, message: DeliveryMessage, outcome: Outcome, offline_after: int, now: datetime, touches: bool
-) -> None:
-    if outcome.status == "delivered" and touches:
+@retrying
+def _record_batch(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_after: int) -> list[bool]:
+    now = utcnow()
+    with write():
+        touched = _lock_touched_endpoints(items, now)
+        results: list[bool] = []
+        fresh: list[tuple[DeliveryMessage, Outcome]] = []
+        for message, outcome in items:
+            if _advance_delivery(message, outcome, now):
+                fresh.append((message, outcome))
+                results.append(True)
+            else:
+                # Another worker's record, or ours from a commit whose acknowledgement was lost.
+                results.append(_recorded(outcome))
+        if fresh:
+            sqltext.insert_rows(Attempt, [_attempt_row(message, outcome) for message, outcome in fresh])
+        for message, outcome in fresh:
+            if message.endpoint_id in touched:
+                _update_presence(message, outcome, offline_after, now)
+    return results
+
+
+def _recorded(outcome: Outcome) -> bool:
+    return Attempt.select().where(Attempt.id == outcome.attempt_id).exists()
+
+
+def _lock_touched_endpoints(items: Sequence[tuple[DeliveryMessage, Outcome]], now: datetime) -> set[str]:
+    """Lock (in id order, as ``claim_many`` does: no deadlock) the endpoints these outcomes change.
+
+    A plain success of a healthy endpoint changes nothing on its row, so deliveries to
+    one endpoint do not queue on it.
+    """
+    endpoints = {
+        endpoint.id: endpoint for endpoint in sqltext.models_in(Endpoint, "id", sorted({m.endpoint_id for m, _ in items}))
+    }
+    touched = sorted(
+        {
+            message.endpoint_id
+            for message, outcome in items
+            if message.endpoint_id in endpoints
+            and (outcome.disable_reason or presence.needs_update(endpoints[message.endpoint_id], outcome.status == "delivered", now))
+        }
+    )
+    sqltext.models_in(Endpoint, "id", touched, lock=True)
+    return set(touched)
+
+
+def _advance_delivery(message: DeliveryMessage, outcome: Outcome, now: datetime) -> bool:
+    """Move the delivery past this attempt, if it is still the next one (False: recorded elsewhere)."""
+    values: dict[str, Any] = {
+        "attempts": message.attempt,
+        "status": outcome.status,
+        "next_attempt_at": outcome.next_attempt_at,
+        "last_status_code": outcome.last_status_code,
+        "last_error": outcome.last_error,
+        "lease_until": None,
+        # The outbox mark: the next attempt's message is not confirmed yet.
+        "enqueued_at": None,
+        "updated_at": now,
+    }
+    if outcome.status == "delivered":
+        values["delivered_at"] = now
+    return bool(sqltext.update_where(Delivery, values, {"id": message.delivery_id, "attempts": message.attempt - 1}))
+
+
+def _attempt_row(message: DeliveryMessage, outcome: Outcome) -> dict[str, Any]:
+    return {
+        "id": outcome.attempt_id,
+        "delivery": message.delivery_id,
+        "tenant": message.tenant_id,
+        "event": message.event_id,
+        "endpoint": message.endpoint_id,
+        "attempt_no": message.attempt,
+        "trigger": message.trigger,
+        "outcome": outcome.status,
+        "next_attempt_at": outcome.next_attempt_at,
+        **outcome.attempt_fields,
+    }
+
+
+def _update_presence(message: DeliveryMessage, outcome: Outcome, offline_after: int, now: datetime) -> None:
+    """Apply one outcome to its (locked) endpoint, read afresh: an earlier item may have changed it."""
+    endpoint = Endpoint.get_or_none(Endpoint.id == message.endpoint_id)
+    if endpoint is None:
+        return
+    if outcome.status == "delivered" and presence.needs_update(endpoint, True, now):
         presence.record_success(endpoint, now)
     if outcome.disable_reason:
         presence.disable(Endpoint.get_by_id(endpoint.id), outcome.disable_reason, now)

@@ -2,7 +2,9 @@
 
 Delivery threads never touch pika (it is not thread-safe): they hand publishes and
 acks back with ``connection.add_callback_threadsafe``, so the connection thread is
-never blocked by a slow endpoint and heartbeats keep flowing. The first SIGTERM stops
+never blocked by a slow endpoint and heartbeats keep flowing. Acks are queued and sent
+together, only after the attempt's record is committed; the threads' claims and records
+are batched into shared transactions (``group_commit``). The first SIGTERM stops
 consuming and lets in-flight deliveries finish; a second exits at once (unacked
 messages return to the queue). A lost broker or database is waited out, not fatal.
 
@@ -78,6 +80,10 @@ class Worker:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._in_flight = 0
+        #: Per connection: acks (channel, delivery tag, ack?) waiting for its thread, and
+        #: the connections with a flush of them already scheduled.
+        self._settlements: dict[pika.BlockingConnection, list[tuple[BlockingChannel, int, bool]]] = {}
+        self._flush_scheduled: set[pika.BlockingConnection] = set()
         self._connection: pika.BlockingConnection | None = None
 
     # -- the connection thread ------------------------------------------------------
@@ -126,6 +132,7 @@ class Worker:
                     return
         finally:
             self._connection = None
+            self._drop_settlements(connection)
             if connection.is_open:
                 try:
                     connection.close()
@@ -170,6 +177,7 @@ class Worker:
         headers: dict[str, Any],
         overflow: bool = False,
     ) -> None:
+        settled = False
         try:
             if overflow:
                 handled = self.processor.overflow(body, headers)
@@ -182,16 +190,58 @@ class Worker:
                     log.warning("next-step publish not confirmed; the relay will republish it")
                 elif handled.after_publish is not None:
                     self._until_database_answers(handled.after_publish)
-            self._on_connection(connection, partial(_settle, channel, tag, handled.ack))
+            settled = self._settle(connection, channel, tag, handled.ack)
         except Stopping:
             log.info("stopping before the work was recorded; the message returns to the queue")
         except Exception:  # noqa: BLE001 - a bug must not kill the thread; the message is requeued
             log.exception("unexpected error handling a message; requeueing it")
-            self._on_connection(connection, partial(_settle, channel, tag, False))
+            settled = self._settle(connection, channel, tag, False)
         finally:
             db.release_connection()
-            with self._lock:
-                self._in_flight -= 1
+            if not settled:
+                self._finished(1)
+
+    def _settle(self, connection: pika.BlockingConnection, channel: BlockingChannel, tag: int, ack: bool) -> bool:
+        """Queue the ack (or requeue) for the connection thread, which sends all queued at once.
+
+        The delivery thread does not wait for it: the work is recorded, and a message
+        whose ack is lost with the connection is redelivered and found stale.
+        """
+        with self._lock:
+            self._settlements.setdefault(connection, []).append((channel, tag, ack))
+            if connection in self._flush_scheduled:
+                return True
+            self._flush_scheduled.add(connection)
+        try:
+            connection.add_callback_threadsafe(partial(self._flush_settlements, connection))
+        except (pika.exceptions.AMQPError, OSError) as error:
+            log.warning("cannot hand acks to the connection thread: %r", error)
+            self._drop_settlements(connection)
+        return True
+
+    def _flush_settlements(self, connection: pika.BlockingConnection) -> None:
+        """On the connection thread: send every ack and requeue queued for this connection."""
+        with self._lock:
+            settlements = self._settlements.pop(connection, [])
+            self._flush_scheduled.discard(connection)
+        try:
+            for channel, tag, ack in settlements:
+                _settle(channel, tag, ack)
+        except (pika.exceptions.AMQPError, OSError) as error:
+            log.warning("acks not sent (the broker requeues those messages): %r", error)
+        finally:
+            self._finished(len(settlements))
+
+    def _drop_settlements(self, connection: pika.BlockingConnection) -> None:
+        """The connection is gone: its unsent acks are moot (the broker requeued those messages)."""
+        with self._lock:
+            dropped = len(self._settlements.pop(connection, []))
+            self._flush_scheduled.discard(connection)
+        self._finished(dropped)
+
+    def _finished(self, count: int) -> None:
+        with self._lock:
+            self._in_flight -= count
 
     def _until_database_answers(self, operation: Callable[[], Any]) -> Any:
         """Run ``operation``, waiting out a database outage (the message stays unacked meanwhile)."""

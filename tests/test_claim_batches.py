@@ -1,0 +1,126 @@
+"""Claims and records made in batches (the worker's group commit) keep every per-attempt rule."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from webhooks import store
+from webhooks.ids import new_id
+from webhooks.ingest import store_event
+from webhooks.messages import DeliveryMessage
+from webhooks.models import Attempt, Delivery, Endpoint, Tenant
+from webhooks.outbox import message_for
+from webhooks.signing import generate_secret
+from webhooks.store import ClaimState, Limits, Outcome
+from webhooks.timeutil import utcnow
+
+from tests.api_helpers import HOOK_URL
+
+
+def _messages(tenant: SimpleNamespace, count: int) -> list[DeliveryMessage]:
+    """``count`` events for one endpoint of ``tenant``: the first attempt of each delivery."""
+    Endpoint.create(id=new_id("ep"), tenant=tenant.id, url=HOOK_URL, secret=generate_secret())
+    model = Tenant.get_by_id(tenant.id)
+    accepted = [store_event(model, "order.created", {"n": n}, None) for n in range(count)]
+    return [message_for(a.deliveries[0], a.event) for a in accepted]
+
+
+def _delivered(message: DeliveryMessage) -> Outcome:
+    now = utcnow()
+    return Outcome(
+        attempt_id=new_id("att"),
+        status="delivered",
+        next_attempt_at=None,
+        attempt_fields={
+            "started_at": now, "duration_ms": 3.0, "url": HOOK_URL, "request_headers": {"webhook-id": message.event_id},
+            "response_status": 200, "response_headers": None, "response_body": None, "error_class": None, "error": None,
+        },
+        last_status_code=200,
+        last_error=None,
+    )
+
+
+def test_the_in_flight_cap_holds_inside_one_batch(tenant: SimpleNamespace) -> None:
+    messages = _messages(tenant, 5)
+
+    claims = store.claim_many(messages, Limits(max_in_flight=2, lease_seconds=30))
+
+    assert [claim.state for claim in claims] == [ClaimState.CLAIMED] * 2 + [ClaimState.THROTTLED] * 3
+    assert Delivery.select().where(Delivery.lease_until.is_null(False)).count() == 2
+
+
+def test_the_cap_counts_leases_taken_by_earlier_batches(tenant: SimpleNamespace) -> None:
+    messages = _messages(tenant, 3)
+    limits = Limits(max_in_flight=2, lease_seconds=30)
+
+    first = store.claim_many(messages[:1], limits)
+    second = store.claim_many(messages[1:], limits)
+
+    assert [claim.state for claim in first + second] == [ClaimState.CLAIMED, ClaimState.CLAIMED, ClaimState.THROTTLED]
+
+
+def test_a_delivery_twice_in_one_batch_is_claimed_once(tenant: SimpleNamespace) -> None:
+    (message,) = _messages(tenant, 1)
+
+    claims = store.claim_many([message, message], Limits(max_in_flight=4, lease_seconds=30))
+
+    assert [claim.state for claim in claims] == [ClaimState.CLAIMED, ClaimState.BUSY]
+
+
+def test_a_stale_message_in_a_batch_does_not_stop_the_others(tenant: SimpleNamespace) -> None:
+    first, second = _messages(tenant, 2)
+    limits = Limits(max_in_flight=4, lease_seconds=30)
+    assert store.claim(first, limits).state is ClaimState.CLAIMED
+    assert store.record(first, _delivered(first), offline_after=5)
+
+    claims = store.claim_many([first, second], limits)
+
+    assert [claim.state for claim in claims] == [ClaimState.STALE, ClaimState.CLAIMED]
+
+
+def test_records_in_one_batch_are_each_written_once_and_a_second_record_of_an_attempt_is_refused(
+    tenant: SimpleNamespace,
+) -> None:
+    messages = _messages(tenant, 3)
+    store.claim_many(messages, Limits(max_in_flight=4, lease_seconds=30))
+    outcomes = [_delivered(message) for message in messages]
+
+    assert store.record_many(list(zip(messages, outcomes)), offline_after=5) == [True, True, True]
+    again = store.record_many([(messages[0], _delivered(messages[0])), (messages[1], outcomes[1])], offline_after=5)
+
+    assert again == [False, True], "another worker's record is refused; our own (commit acknowledgement lost) is kept"
+    assert Attempt.select().count() == 3
+    assert {d.status for d in Delivery.select()} == {"delivered"}
+    assert Delivery.select().where(Delivery.lease_until.is_null(False)).count() == 0
+    rows = {row.id: row for row in Attempt.select()}
+    assert rows[outcomes[0].attempt_id].request_headers == {"webhook-id": messages[0].event_id}
+
+
+def test_while_parked_deliveries_are_released_an_old_retry_joins_them_instead_of_jumping_the_queue(
+    tenant: SimpleNamespace,
+) -> None:
+    retry, released = _messages(tenant, 2)
+    limits = Limits(max_in_flight=4, lease_seconds=30)
+    store.claim(retry, limits)
+    failed = _delivered(retry)
+    failed = Outcome(**{**failed.__dict__, "status": "retrying", "last_status_code": 500, "last_error": "HTTP 500"})
+    assert store.record(retry, failed, offline_after=5)
+    Endpoint.update(health="recovering").execute()
+
+    claims = store.claim_many([retry.next(attempt=2), released], limits)
+
+    assert [claim.state for claim in claims] == [ClaimState.PARKED, ClaimState.CLAIMED]
+    assert Delivery.get_by_id(retry.delivery_id).status == "parked"
+
+
+def test_an_item_that_breaks_a_constraint_does_not_sink_the_rest_of_its_batch(tenant: SimpleNamespace) -> None:
+    good, bad = _messages(tenant, 2)
+    store.claim_many([good, bad], Limits(max_in_flight=4, lease_seconds=30))
+    broken = DeliveryMessage(**{**bad.__dict__, "event_id": "evt_no_such_event"})  # the attempt row's foreign key fails
+
+    recorded = store.record_many([(good, _delivered(good)), (broken, _delivered(broken))], offline_after=5)
+
+    assert recorded == [True, False]
+    assert Delivery.get_by_id(good.delivery_id).status == "delivered"
+    assert Delivery.get_by_id(bad.delivery_id).status == "pending", "nothing of the broken item was written"
+    assert [row.delivery_id for row in Attempt.select()] == [good.delivery_id]
