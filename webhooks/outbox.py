@@ -12,10 +12,12 @@ import logging
 import os
 import queue
 import threading
+import time
 from datetime import timedelta
-from typing import Iterable, Sequence
+from functools import lru_cache
+from typing import Any, Iterable, Sequence
 
-from webhooks.db import relaxed_commit, release_connection, retrying, write
+from webhooks.db import database, is_postgres, relaxed_commit, release_connection, retrying, write
 from webhooks.messages import DeliveryMessage
 from webhooks.models import Delivery, Event
 from webhooks.publisher import Publisher
@@ -51,13 +53,44 @@ def publish_messages(publisher: Publisher, topology: Topology, messages: Sequenc
     return publisher.publish([(topology.primary, *message.encode()) for message in messages])
 
 
+@lru_cache(maxsize=None)
+def _mark_sql() -> str:
+    """PostgreSQL: mark every delivery of one attempt number (ids as one array parameter)."""
+    return (
+        f'UPDATE "{Delivery._meta.table_name}" SET "enqueued_at" = %s '
+        'WHERE "id" = ANY(%s) AND "attempts" = %s AND "enqueued_at" IS NULL'
+    )
+
+
 @retrying
 def mark_enqueued(messages: Iterable[DeliveryMessage]) -> None:
-    """Record that each message was confirmed, unless its delivery has moved on since."""
+    """Record that each message was confirmed, unless its delivery has moved on since.
+
+    One statement per attempt number; on PostgreSQL outside a transaction the whole
+    mark is one round trip (``BEGIN; SET LOCAL …; UPDATE …; COMMIT``).
+    """
     now = utcnow()
     by_attempt: dict[int, list[str]] = {}
     for message in messages:
         by_attempt.setdefault(message.attempt, []).append(message.delivery_id)
+    if not by_attempt:
+        return
+    if is_postgres() and not database.in_transaction():
+        statements = ["BEGIN", "SET LOCAL synchronous_commit TO OFF"]  # a lost mark costs a duplicate only
+        params: list[Any] = []
+        for attempt, delivery_ids in by_attempt.items():
+            statements.append(_mark_sql())
+            params += [now, delivery_ids, attempt - 1]
+        database.connect(reuse_if_open=True)
+        try:
+            database.execute_sql("; ".join([*statements, "COMMIT"]), params)
+        except BaseException:
+            try:
+                database.execute_sql("ROLLBACK")
+            except Exception:  # noqa: BLE001 - the connection may be dead; the first error matters
+                log.debug("rollback after a failed outbox mark failed", exc_info=True)
+            raise
+        return
     with write():
         relaxed_commit()  # a lost mark only means the relay publishes a duplicate
         for attempt, delivery_ids in by_attempt.items():  # one statement per attempt number
@@ -88,49 +121,86 @@ class BackgroundEnqueuer:
     ``POST /v1/events`` answers as soon as the event is committed; this thread then
     publishes (with confirms) and marks what was confirmed. Whatever it cannot publish,
     or had not published when the process died, the relay publishes once overdue.
+
+    Under sustained load (the previous batch ended less than ``linger`` seconds before
+    the next message came) it waits up to ``linger`` for more messages before publishing,
+    so that one publish (all confirms awaited together) and one mark serve several events;
+    after a pause the first message goes out at once. It keeps its database connection
+    while busy and returns it to the pool after ``release_after`` idle seconds.
     """
 
-    def __init__(self, publisher: Publisher, topology: Topology, batch: int = 500) -> None:
+    def __init__(self, publisher: Publisher, topology: Topology, batch: int = 500, linger: float = 0.025,
+                 release_after: float = 1.0) -> None:
         self.publisher, self.topology, self.batch = publisher, topology, batch
+        self.linger, self.release_after = linger, release_after
+        self._last_batch_end = float("-inf")
         self._queue: queue.SimpleQueue[DeliveryMessage] = queue.SimpleQueue()
         self._pid = 0
         self._lock = threading.Lock()
-        self._idle = threading.Event()
-        self._idle.set()
+        self._done = threading.Condition(threading.Lock())
+        self._unhandled = 0  # submitted, not yet published (or given up on)
 
     def submit(self, messages: Sequence[DeliveryMessage]) -> None:
         if not messages:
             return
         self._ensure_thread()
-        self._idle.clear()
+        with self._done:
+            self._unhandled += len(messages)
         for message in messages:
             self._queue.put(message)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until everything submitted so far was handled (tests, shutdown)."""
-        return self._idle.wait(timeout)
+        with self._done:
+            return self._done.wait_for(lambda: self._unhandled == 0, timeout)
 
     def _ensure_thread(self) -> None:
         with self._lock:
             if self._pid != os.getpid():  # a thread does not survive a fork: start ours
                 self._pid = os.getpid()
+                self._queue = queue.SimpleQueue()  # whatever the parent had queued is the parent's
+                with self._done:
+                    self._unhandled = 0
                 threading.Thread(target=self._run, name="enqueuer", daemon=True).start()
+
+    def _next_batch(self) -> list[DeliveryMessage]:
+        """Up to ``batch`` messages: the next one, what is queued behind it and, under sustained
+        load, what arrives within ``linger`` after it."""
+        try:
+            messages = [self._queue.get(timeout=self.release_after)]
+        except queue.Empty:
+            release_connection()  # idle: give the pooled connection back, then sleep until work comes
+            messages = [self._queue.get()]
+        now = time.monotonic()
+        sustained = now - self._last_batch_end < self.linger
+        deadline = now + self.linger if sustained else now
+        while len(messages) < self.batch:
+            try:
+                messages.append(self._queue.get_nowait())
+                continue
+            except queue.Empty:
+                pass
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                messages.append(self._queue.get(timeout=left))
+            except queue.Empty:
+                break
+        return messages
 
     def _run(self) -> None:
         while True:
-            messages = [self._queue.get()]
-            while len(messages) < self.batch:
-                try:
-                    messages.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            messages = self._next_batch()
             try:
                 enqueue(self.publisher, self.topology, messages)
             except Exception:  # noqa: BLE001 - the relay covers anything left unmarked
                 log.exception("background publish of %d messages failed; the relay will publish them", len(messages))
-            if self._queue.empty():
-                release_connection()
-                self._idle.set()
+            self._last_batch_end = time.monotonic()
+            with self._done:
+                self._unhandled -= len(messages)
+                if self._unhandled <= 0:
+                    self._done.notify_all()
 
 
 @retrying

@@ -1,0 +1,186 @@
+"""After the 202: the background enqueuer publishes accepted deliveries in batches and marks them.
+
+Messages arriving within ``linger`` of each other share one publish (one wait for all of
+their confirms) and one outbox mark. Only what the broker confirmed is marked; the relay
+republishes the rest. While idle the thread gives its pooled connection back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Sequence
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from tests.api_helpers import create_endpoint, post_event
+from tests.conftest import queue_messages, wait_until
+from webhooks import db
+from webhooks.config import Settings
+from webhooks.db import write
+from webhooks.messages import DeliveryMessage
+from webhooks.models import Delivery
+from webhooks.outbox import BackgroundEnqueuer, mark_enqueued
+from webhooks.publisher import Outgoing
+
+
+class RecordingPublisher:
+    """Confirms the first ``confirm`` messages of each batch (all by default) and remembers the batches."""
+
+    def __init__(self, confirm: int | None = None) -> None:
+        self.batches: list[list[Outgoing]] = []
+        self.confirm = confirm
+        self.lock = threading.Lock()
+
+    def publish(self, messages: Sequence[Outgoing]) -> int:
+        with self.lock:
+            self.batches.append(list(messages))
+        return len(messages) if self.confirm is None else min(self.confirm, len(messages))
+
+
+def use_enqueuer(app: Flask, settings: Settings, publisher: Any, **options: Any) -> BackgroundEnqueuer:
+    enqueuer = BackgroundEnqueuer(publisher, settings.topology, **options)
+    app.extensions["webhooks.enqueuer"] = enqueuer
+    return enqueuer
+
+
+def test_accepted_deliveries_are_published_and_marked(
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings
+) -> None:
+    create_endpoint(client, headers)
+    create_endpoint(client, headers)
+
+    accepted = post_event(client, headers).json
+
+    assert app.extensions["webhooks.enqueuer"].wait_idle(10)
+    ids = {d["id"] for d in accepted["deliveries"]}
+    assert all(Delivery.get_by_id(i).enqueued_at is not None for i in ids)
+    published = {DeliveryMessage.decode(body, headers).delivery_id for body, headers in queue_messages(settings.topology.primary)}
+    assert published == ids
+
+
+def test_under_sustained_load_events_accepted_within_the_linger_share_one_publish_and_one_mark(
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings
+) -> None:
+    create_endpoint(client, headers)
+    publisher = RecordingPublisher()
+    enqueuer = use_enqueuer(app, settings, publisher, linger=0.5)
+    post_event(client, headers)
+    assert enqueuer.wait_idle(10)  # the first, after a pause, went out at once
+
+    ids = [post_event(client, headers).json["deliveries"][0]["id"] for _ in range(3)]  # right behind it
+
+    assert enqueuer.wait_idle(10)
+    assert [len(batch) for batch in publisher.batches] == [1, 3]
+    assert all(Delivery.get_by_id(i).enqueued_at is not None for i in ids)
+
+
+def test_after_a_pause_the_first_message_does_not_wait_for_company(
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings
+) -> None:
+    create_endpoint(client, headers)
+    publisher = RecordingPublisher()
+    enqueuer = use_enqueuer(app, settings, publisher, linger=5.0)
+
+    started = time.monotonic()
+    post_event(client, headers)
+    assert enqueuer.wait_idle(10)
+
+    assert time.monotonic() - started < 2.0
+    assert [len(batch) for batch in publisher.batches] == [1]
+
+
+def test_only_what_the_broker_confirmed_is_marked(
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings
+) -> None:
+    create_endpoint(client, headers)
+    enqueuer = use_enqueuer(app, settings, RecordingPublisher(confirm=2), linger=0.5)
+    enqueuer._last_batch_end = time.monotonic()  # as under sustained load: the three share a batch
+
+    ids = [post_event(client, headers).json["deliveries"][0]["id"] for _ in range(3)]
+
+    assert enqueuer.wait_idle(10)
+    marked = [Delivery.get_by_id(i).enqueued_at is not None for i in ids]
+    assert marked == [True, True, False]  # the third is the relay's
+
+
+def test_a_failing_publisher_leaves_everything_to_the_relay(
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings
+) -> None:
+    create_endpoint(client, headers)
+
+    class Exploding:
+        def publish(self, messages: Sequence[Outgoing]) -> int:
+            raise RuntimeError("boom")
+
+    enqueuer = use_enqueuer(app, settings, Exploding())
+
+    response = post_event(client, headers)
+
+    assert response.status_code == 202
+    assert enqueuer.wait_idle(10)
+    assert Delivery.get_by_id(response.json["deliveries"][0]["id"]).enqueued_at is None
+
+
+def test_the_enqueuer_gives_its_connection_back_when_idle(
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings
+) -> None:
+    if not db.is_postgres():
+        pytest.skip("SQLite has no pool")
+    create_endpoint(client, headers)
+    enqueuer = use_enqueuer(app, settings, RecordingPublisher(), release_after=0.2)
+    pool = db.database.obj
+    baseline = len(pool._in_use)
+
+    post_event(client, headers)
+    assert enqueuer.wait_idle(10)
+
+    wait_until(lambda: len(pool._in_use) <= baseline, timeout=5)
+
+
+def _message(delivery: Delivery, attempt: int) -> DeliveryMessage:
+    return DeliveryMessage(delivery.id, delivery.event_id, delivery.endpoint_id, delivery.tenant_id, "order.created",
+                           "", {}, attempt=attempt)
+
+
+@pytest.mark.parametrize("inside_a_transaction", [False, True])
+def test_a_mark_applies_only_to_the_attempt_it_was_published_for(
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings, inside_a_transaction: bool
+) -> None:
+    create_endpoint(client, headers)
+    use_enqueuer(app, settings, RecordingPublisher(confirm=0))  # nothing marked by the request itself
+    first, second, third = (Delivery.get_by_id(post_event(client, headers).json["deliveries"][0]["id"])
+                            for _ in range(3))
+    Delivery.update(attempts=1).where(Delivery.id == second.id).execute()  # moved on since
+
+    messages = [_message(first, 1), _message(second, 1), _message(third, 2)]
+    if inside_a_transaction:
+        with write():
+            mark_enqueued(messages)
+    else:
+        mark_enqueued(messages)
+
+    assert [Delivery.get_by_id(d.id).enqueued_at is not None for d in (first, second, third)] == [True, False, False]
+    assert not db.database.in_transaction()
+
+
+def test_a_mark_is_one_round_trip_on_postgresql(
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not db.is_postgres():
+        pytest.skip("PostgreSQL only")
+    create_endpoint(client, headers)
+    use_enqueuer(app, settings, RecordingPublisher(confirm=0))
+    deliveries = [Delivery.get_by_id(post_event(client, headers).json["deliveries"][0]["id"]) for _ in range(3)]
+    Delivery.update(attempts=1).where(Delivery.id == deliveries[2].id).execute()
+    statements: list[str] = []
+    original = db.database.obj.execute_sql
+    monkeypatch.setattr(db.database.obj, "execute_sql",
+                        lambda sql, params=None: statements.append(sql) or original(sql, params))
+
+    mark_enqueued([_message(deliveries[0], 1), _message(deliveries[1], 1), _message(deliveries[2], 2)])
+
+    assert len(statements) == 1
+    assert all(Delivery.get_by_id(d.id).enqueued_at is not None for d in deliveries)

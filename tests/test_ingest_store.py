@@ -1,0 +1,323 @@
+"""Storing an event on the hot path: atomic rate limit, contiguous seq, idempotency, all or nothing.
+
+On PostgreSQL ``store_event`` runs as two round trips with explicit BEGIN/COMMIT; on
+SQLite, or inside a caller's transaction, as single statements in ``write()``. These
+tests hold both to the same promises (the suite runs on both databases).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import peewee
+import pytest
+from flask.testing import FlaskClient
+
+from tests.api_helpers import create_endpoint, post_event
+from webhooks import db, ingest
+from webhooks.api.events import accepted_body
+from webhooks.db import write
+from webhooks.models import Delivery, Event, IdempotencyKey, Tenant
+from webhooks.schemas import EventSchema
+from webhooks.timeutil import utcnow
+
+PAYLOAD = {"order": {"id": 7, "lines": [1, 2, 3]}}
+
+
+class FrozenClock:
+    """``ingest.utcnow`` standing still (or moved by hand), so the bucket cannot refill by itself."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 22, 12, 0, 0)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def frozen(monkeypatch: pytest.MonkeyPatch) -> FrozenClock:
+    clock = FrozenClock()
+    monkeypatch.setattr(ingest, "utcnow", clock)
+    return clock
+
+
+def in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run ``work(i)`` in ``count`` threads started together; each result, or the exception raised."""
+    results: list[Any] = [None] * count
+    start = threading.Barrier(count)
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            results[i] = work(i)
+        except Exception as error:  # noqa: BLE001 - returned to the test
+            results[i] = error
+        finally:
+            db.database.close()  # give the thread's pooled connection back
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+def tenant_row(tenant: SimpleNamespace) -> Tenant:
+    return Tenant.get_by_id(tenant.id)
+
+
+# --- the rate limit ------------------------------------------------------------------------
+
+
+def test_concurrent_requests_spend_exactly_the_tokens_in_the_bucket(
+    tenant: SimpleNamespace, frozen: FrozenClock
+) -> None:
+    row = tenant_row(tenant)
+
+    results = in_threads(20, lambda i: ingest.store_event(row, "order.created", {"n": i}, None, rate_limit=5.0))
+
+    accepted = [r for r in results if isinstance(r, ingest.Accepted)]
+    refused = [r for r in results if isinstance(r, ingest.RateLimited)]
+    assert (len(accepted), len(refused)) == (5, 15)
+    assert sorted(a.event.seq for a in accepted) == [1, 2, 3, 4, 5]
+    assert Event.select().count() == 5
+    after = tenant_row(tenant)
+    assert (after.event_seq, after.ingest_tokens) == (5, 0.0)
+
+
+def test_the_bucket_refills_at_the_rate_and_says_when_to_retry(tenant: SimpleNamespace, frozen: FrozenClock) -> None:
+    row = tenant_row(tenant)
+    store = lambda: ingest.store_event(row, "order.created", PAYLOAD, None, rate_limit=2.0)  # noqa: E731
+    store(), store()
+    with pytest.raises(ingest.RateLimited) as refused:
+        store()
+    assert refused.value.retry_after == pytest.approx(0.5)
+
+    frozen.now += timedelta(seconds=0.5)  # one token back
+
+    assert store().event.seq == 3
+    with pytest.raises(ingest.RateLimited):
+        store()
+    frozen.now += timedelta(seconds=10)  # refilled, but never beyond one second's worth
+    assert [store().event.seq for _ in range(2)] == [4, 5]
+    with pytest.raises(ingest.RateLimited):
+        store()
+
+
+def test_a_refused_event_writes_nothing_and_uses_no_seq(tenant: SimpleNamespace, frozen: FrozenClock) -> None:
+    row = tenant_row(tenant)
+    ingest.store_event(row, "order.created", PAYLOAD, None, rate_limit=1.0)
+
+    with pytest.raises(ingest.RateLimited):
+        ingest.store_event(row, "order.created", PAYLOAD, "key-1", rate_limit=1.0)
+
+    assert (Event.select().count(), IdempotencyKey.select().count()) == (1, 0)
+    frozen.now += timedelta(seconds=1)
+    assert ingest.store_event(row, "order.created", PAYLOAD, None, rate_limit=1.0).event.seq == 2
+
+
+def test_without_a_limit_the_bucket_is_left_alone(tenant: SimpleNamespace) -> None:
+    ingest.store_event(tenant_row(tenant), "order.created", PAYLOAD, None)
+
+    after = tenant_row(tenant)
+    assert (after.event_seq, after.ingest_tokens, after.ingest_updated_at) == (1, None, None)
+
+
+# --- seq and deliveries ---------------------------------------------------------------------
+
+
+def test_concurrent_events_get_contiguous_unique_seqs(client: FlaskClient, headers: dict[str, str],
+                                                     tenant: SimpleNamespace) -> None:
+    create_endpoint(client, headers)
+    row = tenant_row(tenant)
+
+    results = in_threads(4, lambda i: [ingest.store_event(row, "order.created", {"n": i}, None) for _ in range(10)])
+
+    seqs = sorted(accepted.event.seq for result in results for accepted in result)
+    assert seqs == list(range(1, 41))
+    assert Delivery.select().count() == 40
+
+
+def test_deliveries_follow_subscriptions_and_parking(client: FlaskClient, headers: dict[str, str],
+                                                     tenant: SimpleNamespace) -> None:
+    everything = create_endpoint(client, headers)["id"]
+    orders = create_endpoint(client, headers, event_types=["order.created"])["id"]
+    create_endpoint(client, headers, event_types=["invoice.paid"])
+    offline = create_endpoint(client, headers)["id"]
+    deleted = create_endpoint(client, headers)["id"]
+    client.delete(f"/v1/endpoints/{deleted}", headers=headers)
+    from webhooks.models import Endpoint
+
+    Endpoint.update(health="offline").where(Endpoint.id == offline).execute()
+
+    accepted = ingest.store_event(tenant_row(tenant), "order.created", PAYLOAD, None, exclude_endpoint=orders)
+
+    by_endpoint = {d.endpoint_id: d for d in accepted.deliveries}
+    assert set(by_endpoint) == {everything, offline}
+    assert by_endpoint[everything].status == "pending" and by_endpoint[everything].next_attempt_at is not None
+    assert by_endpoint[offline].status == "parked" and by_endpoint[offline].next_attempt_at is None
+    stored = {d.id: (d.endpoint_id, d.status, d.attempts, d.enqueued_at) for d in Delivery.select()}
+    assert stored == {d.id: (d.endpoint_id, d.status, 0, None) for d in accepted.deliveries}
+    event = Event.get_by_id(accepted.event.id)
+    assert (event.seq, event.payload, event.tenant_id) == (1, PAYLOAD, tenant.id)
+
+
+@pytest.mark.parametrize("inside_a_transaction", [False, True])
+def test_a_failing_statement_leaves_nothing_half_written(
+    client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace, monkeypatch: pytest.MonkeyPatch,
+    inside_a_transaction: bool,
+) -> None:
+    create_endpoint(client, headers)
+    row = tenant_row(tenant)
+    real = ingest.insert_deliveries_sql
+    monkeypatch.setattr(ingest, "prepared", ingest.PreparedStatements(enabled=False))  # run the broken text itself
+    monkeypatch.setattr(ingest, "insert_deliveries_sql",
+                        lambda dialect, count: real(dialect, count).replace('"delivery"', '"no_such_table"'))
+
+    with pytest.raises(peewee.DatabaseError):
+        if inside_a_transaction:
+            with write():
+                ingest.store_event(row, "order.created", PAYLOAD, "key-1", rate_limit=100.0)
+        else:
+            ingest.store_event(row, "order.created", PAYLOAD, "key-1", rate_limit=100.0)
+
+    assert not db.database.in_transaction()
+    after = tenant_row(tenant)
+    assert (Event.select().count(), IdempotencyKey.select().count(), Delivery.select().count()) == (0, 0, 0)
+    assert (after.event_seq, after.ingest_tokens) == (0, None)
+    monkeypatch.undo()
+    assert ingest.store_event(row, "order.created", PAYLOAD, "key-1").event.seq == 1
+
+
+def test_an_operational_event_stored_inside_a_transaction_commits_with_it(
+    client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace
+) -> None:
+    create_endpoint(client, headers, event_types=["endpoint.offline"])
+    with write():
+        accepted = ingest.store_event(tenant_row(tenant), "endpoint.offline", {"endpoint_id": "ep_x"}, None)
+        assert db.database.in_transaction()
+
+    assert Event.get_by_id(accepted.event.id).seq == 1
+    assert len(accepted.deliveries) == 1
+
+
+def test_an_unknown_tenant_is_an_error(database_url: str) -> None:
+    ghost = Tenant(id="ten_01jd3k00000000000000000000", name="ghost")
+
+    with pytest.raises(ingest.UnknownTenant):
+        ingest.store_event(ghost, "order.created", PAYLOAD, None)
+
+
+# --- idempotency ------------------------------------------------------------------------------
+
+
+def test_the_same_key_at_the_same_time_makes_one_event(client: FlaskClient, headers: dict[str, str],
+                                                       tenant: SimpleNamespace) -> None:
+    create_endpoint(client, headers)
+    row = tenant_row(tenant)
+
+    results = in_threads(6, lambda i: ingest.store_event(row, "order.created", PAYLOAD, "same-key"))
+
+    assert all(isinstance(r, ingest.Accepted) for r in results), results
+    assert len({r.event.id for r in results}) == 1
+    assert sorted(r.replayed for r in results) == [False] + [True] * 5
+    assert (Event.select().count(), Delivery.select().count()) == (1, 1)
+
+
+def test_an_expired_key_may_be_used_afresh(client: FlaskClient, headers: dict[str, str]) -> None:
+    first = post_event(client, headers, idempotency_key="k1").json
+    IdempotencyKey.update(created_at=utcnow() - timedelta(hours=25)).execute()
+
+    again = post_event(client, headers, payload={"other": True}, idempotency_key="k1")
+
+    assert again.status_code == 202 and "Idempotent-Replayed" not in again.headers
+    assert again.json["id"] != first["id"] and again.json["seq"] == 2
+    assert IdempotencyKey.get().event_id == again.json["id"]
+
+
+def test_a_replay_answers_exactly_like_the_first_time(client: FlaskClient, headers: dict[str, str]) -> None:
+    create_endpoint(client, headers)
+    first = post_event(client, headers, idempotency_key="k1")
+
+    again = post_event(client, headers, idempotency_key="k1")
+
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json == first.json
+
+
+# --- the answer ---------------------------------------------------------------------------------
+
+
+def test_the_answer_is_what_the_documented_schema_would_dump(client: FlaskClient, headers: dict[str, str],
+                                                              tenant: SimpleNamespace) -> None:
+    create_endpoint(client, headers)
+    create_endpoint(client, headers)
+    accepted = ingest.store_event(tenant_row(tenant), "order.created", PAYLOAD, "k1")
+    replayed = ingest.store_event(tenant_row(tenant), "order.created", PAYLOAD, "k1")
+
+    for result in (accepted, replayed):
+        event = result.event
+        event.deliveries = result.deliveries  # as the view hands it to the schema
+        assert accepted_body(result.event, result.deliveries) == EventSchema().dump(event)
+    assert replayed.replayed and accepted_body(accepted.event, accepted.deliveries) == accepted_body(
+        replayed.event, replayed.deliveries)
+
+
+# --- prepared statements (PostgreSQL) ------------------------------------------------------------
+
+
+def prepared_here() -> set[str]:
+    return {name for (name,) in db.database.execute_sql("SELECT name FROM pg_prepared_statements").fetchall()}
+
+
+@pytest.fixture
+def postgresql_only(database_url: str) -> None:
+    if not db.is_postgres():
+        pytest.skip("prepared statements are used on PostgreSQL only")
+
+
+def test_each_connection_prepares_the_hot_statements_once(
+    postgresql_only: None, client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace
+) -> None:
+    create_endpoint(client, headers)
+    row = tenant_row(tenant)
+
+    first = ingest.store_event(row, "order.created", PAYLOAD, None, rate_limit=100.0)
+    second = ingest.store_event(row, "order.created", PAYLOAD, "k1", rate_limit=100.0)
+
+    assert {"ingest_start_10", "ingest_start_11", "ingest_event", "ingest_key", "ingest_deliveries_1"} <= prepared_here()
+    assert (first.event.seq, second.event.seq) == (1, 2)
+    assert Delivery.select().count() == 2
+
+
+def test_statements_that_vanished_are_prepared_again_without_a_duplicate_event(
+    postgresql_only: None, client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace
+) -> None:
+    create_endpoint(client, headers)
+    row = tenant_row(tenant)
+    ingest.store_event(row, "order.created", PAYLOAD, None)
+    ingest.store_event(row, "order.created", PAYLOAD, None)
+    db.database.execute_sql("DEALLOCATE ALL")  # what DISCARD ALL or a pooler would do
+
+    assert ingest.store_event(row, "order.created", PAYLOAD, None).event.seq == 3
+
+    assert sorted(e.seq for e in Event.select()) == [1, 2, 3]
+    assert "ingest_start_00" in prepared_here()
+
+
+def test_prepared_statements_can_be_turned_off(
+    postgresql_only: None, client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    create_endpoint(client, headers)
+    db.database.execute_sql("DEALLOCATE ALL")
+    monkeypatch.setattr(ingest, "prepared", ingest.PreparedStatements(enabled=False))
+
+    accepted = [ingest.store_event(tenant_row(tenant), "order.created", PAYLOAD, None) for _ in range(2)]
+
+    assert [a.event.seq for a in accepted] == [1, 2]
+    assert not {name for name in prepared_here() if name.startswith("ingest_")}
