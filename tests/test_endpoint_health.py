@@ -213,13 +213,14 @@ def test_a_release_interrupted_before_its_publish_is_finished_by_the_relay_exact
         time.sleep(0.1)
         assert releaser.release_parked(broken, settings.topology) == 1
         assert statuses(endpoint["id"]) == {"pending": 1, "parked": 2}
-        # A later clock pass (the relay, then the paced release) finishes the job.
+        # Later clock passes (the relay, then the paced release) finish the job.
         publisher = Publisher(settings.amqp_url)
         schedule = jobs(settings, publisher)
         time.sleep(settings.relay_grace)
         deadline = time.monotonic() + 20
         while statuses(endpoint["id"]) != {"delivered": 3} and time.monotonic() < deadline:
             run_due(schedule)
+            releaser.release_parked(publisher, settings.topology)
             time.sleep(0.02)
         publisher.close()
         time.sleep(0.3)

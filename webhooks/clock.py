@@ -1,9 +1,14 @@
-"""The clock process: periodic jobs, each on its own interval.
+"""The clock process: periodic jobs, each on its own interval, and the release loop.
 
-The outbox relay, the paced release of parked deliveries, probes for offline
-endpoints, operational events and alert emails, disabling endpoints that keep
-failing, and expiring idempotency keys. More than one clock may run: on PostgreSQL a
-pass takes an advisory lock so only one acts at a time; on SQLite run one.
+Periodic jobs: the outbox relay, probes for offline endpoints, operational events,
+disabling endpoints that keep failing, and expiring idempotency keys; alert emails on
+a thread of their own. The paced, in-order release of parked deliveries runs on its
+own thread too (``release_loop``): it looks again as soon as a released delivery can
+be done or the next rate slot opens, and idles while no endpoint is recovering.
+
+More than one clock may run: on PostgreSQL a pass of the periodic jobs takes an
+advisory lock so only one acts at a time, and the release loop holds a second one for
+as long as it runs, so exactly one clock releases; on SQLite run one.
 ``python -m webhooks.clock``.
 """
 
@@ -39,6 +44,15 @@ EMAIL_EVERY_SECONDS = 2.0
 #: Arbitrary constant naming the clock's advisory lock on PostgreSQL.
 ADVISORY_LOCK_KEY = 7_726_391_004
 
+#: Arbitrary constant naming the release loop's advisory lock (one releaser among clocks).
+RELEASE_LOCK_KEY = 7_726_391_005
+
+#: A clock whose release loop does not hold the release lock tries again this often (seconds).
+RELEASE_STANDBY_SECONDS = 1.0
+
+#: After an error the release loop waits this long before its next pass (seconds).
+RELEASE_ERROR_PAUSE_SECONDS = 1.0
+
 
 def expire_idempotency_keys() -> int:
     """Forget idempotency keys older than their 24 hours."""
@@ -59,6 +73,82 @@ def with_lock(fn: Callable[[], Any]) -> Any:
             db.database.execute_sql("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
 
 
+class SessionLock:
+    """A PostgreSQL advisory lock that this thread keeps across passes (always held on SQLite).
+
+    The lock belongs to the database session: it is taken on this thread's connection
+    and lasts until released or until that connection is gone. ``held`` notices a new
+    connection (the old one died and was replaced) and takes the lock again before
+    saying yes. The thread must keep its connection (never hand it back to the pool)
+    while it holds the lock.
+    """
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+        #: The connection holding the lock; kept referenced so its identity stays unique.
+        self._connection: Any = None
+
+    def held(self) -> bool:
+        """True if this thread holds the lock now (taking it if it is free)."""
+        if not db.is_postgres():
+            return True
+        connection = db.database.connection()
+        if connection is self._connection:
+            return True
+        self._connection = None
+        (got,) = db.database.execute_sql("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+        if got:
+            self._connection = connection
+        return bool(got)
+
+    def release(self) -> None:
+        """Let another clock take the lock (no-op if this thread does not hold it)."""
+        holder, self._connection = self._connection, None
+        if holder is None or db.database.is_closed() or db.database.connection() is not holder:
+            return
+        db.database.execute_sql("SELECT pg_advisory_unlock(%s)", (self.key,))
+
+
+def release_loop(settings: Settings, stop: threading.Event, publisher: Publisher | None = None) -> None:
+    """Release parked deliveries of recovering endpoints until ``stop`` is set (the clock's thread).
+
+    Each pass is cheap while nothing can be released; the pause between passes comes
+    from the releaser (``Releaser.next_pass_in``): down to a millisecond while a released
+    delivery is about to be done, up to ``IDLE_SECONDS`` while nothing recovers.
+    """
+    own_publisher = publisher is None
+    publisher = publisher or Publisher(settings.amqp_url, settings.publish_timeout)
+    releaser = recovery.Releaser(settings.release_rate)
+    lock = SessionLock(RELEASE_LOCK_KEY)
+    topology = settings.topology
+    try:
+        while not stop.is_set():
+            try:
+                if lock.held():
+                    releaser.release_parked(publisher, topology)
+                    pause = releaser.next_pass_in()
+                else:
+                    pause = RELEASE_STANDBY_SECONDS
+            except (peewee.OperationalError, peewee.InterfaceError) as error:
+                log.warning("database unavailable for the release loop: %s", error)
+                db.reset_connection()
+                pause = RELEASE_ERROR_PAUSE_SECONDS
+            except Exception:  # noqa: BLE001 - keep releasing on the next pass
+                log.exception("releasing parked deliveries failed")
+                pause = RELEASE_ERROR_PAUSE_SECONDS
+            if pause > 0:
+                stop.wait(pause)
+    finally:
+        try:
+            lock.release()
+        except (peewee.OperationalError, peewee.InterfaceError):
+            db.reset_connection()  # the session is gone, and its lock with it
+        if not db.database.is_closed() and not db.database.in_transaction():
+            db.database.close()  # this thread's connection: back to the pool (PostgreSQL) or closed
+        if own_publisher:
+            publisher.close()
+
+
 @dataclass
 class Job:
     name: str
@@ -70,10 +160,8 @@ class Job:
 def jobs(settings: Settings, publisher: Publisher) -> list[Job]:
     """Every periodic job with its interval (seconds)."""
     topology = settings.topology
-    releaser = recovery.Releaser(settings.release_rate)
     return [
         Job("relay", 1.0, lambda: relay_once(publisher, topology, settings.relay_grace)),
-        Job("release", 0.02, lambda: releaser.release_parked(publisher, topology)),
         Job("probes", 1.0, lambda: recovery.promote_probes(publisher, topology)),
         Job("operational events", 0.5, lambda: operational.raise_pending(publisher, topology)),
         Job("disable failing", 60.0, lambda: recovery.disable_failing(settings.disable_after)),
@@ -107,8 +195,14 @@ def run_due(schedule: list[Job]) -> None:
 
 
 def tick(settings: Settings, publisher: Publisher) -> None:
-    """Run every job once, now (tests and scripts)."""
+    """Run every periodic job once, now, and one release pass (tests and scripts)."""
     run_due(jobs(settings, publisher))
+    lock = SessionLock(RELEASE_LOCK_KEY)
+    try:
+        if lock.held():  # not while a running clock's release loop holds it
+            recovery.Releaser(settings.release_rate).release_parked(publisher, settings.topology)
+    finally:
+        lock.release()
 
 
 def send_emails(settings: Settings, stop: threading.Event) -> None:
@@ -135,11 +229,15 @@ def run(settings: Settings, stop: threading.Event) -> None:
     schedule = jobs(settings, publisher)
     mailer = threading.Thread(target=send_emails, args=(settings, stop), name="alert-emails", daemon=True)
     mailer.start()
-    log.info("clock running: %s, alert emails every %gs", ", ".join(f"{job.name} every {job.every:g}s" for job in schedule),
+    releaser = threading.Thread(target=release_loop, args=(settings, stop), name="release", daemon=True)
+    releaser.start()
+    log.info("clock running: %s; release of parked deliveries at most %g/s per endpoint; alert emails every %gs",
+             ", ".join(f"{job.name} every {job.every:g}s" for job in schedule), settings.release_rate,
              EMAIL_EVERY_SECONDS)
     while not stop.is_set():
         run_due(schedule)
         stop.wait(TICK_SECONDS)
+    releaser.join(timeout=30)
     mailer.join(timeout=30)
     publisher.close()
 

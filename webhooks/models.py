@@ -139,7 +139,7 @@ class Delivery(BaseModel):
     class Meta:
         indexes = (
             (("status", "enqueued_at", "next_attempt_at"), False),
-            (("endpoint", "status", "created_at"), False),
+            (("endpoint", "status", "created_at", "id"), False),
             (("endpoint", "lease_until"), False),
         )
 
