@@ -38,7 +38,8 @@ import httpx  # noqa: E402
 import pika  # noqa: E402
 import psycopg2  # noqa: E402
 
-from bench.core import POSTGRES_ADMIN, free_port, machine  # noqa: E402
+from bench.core import machine  # noqa: E402
+from bench.local import free_port, pg_admin  # noqa: E402
 from bench.receiver import start as start_receiver  # noqa: E402
 from webhooks.config import Settings  # noqa: E402
 from webhooks.publisher import connection_parameters  # noqa: E402
@@ -87,10 +88,7 @@ def pg_cluster() -> str:
 
 def setup(args: argparse.Namespace) -> Run:
     prefix = f"chaos_{os.getpid()}"
-    admin = psycopg2.connect(POSTGRES_ADMIN)
-    admin.autocommit = True
-    admin.cursor().execute(f'CREATE DATABASE "{prefix}"')
-    admin.close()
+    pg_admin(f'CREATE DATABASE "{prefix}"')
     (ROOT / "artifacts").mkdir(exist_ok=True)
     run = Run(prefix, prefix, free_port(), free_port(), {})
     run.env = {
@@ -247,10 +245,7 @@ def teardown(run: Run) -> None:
     channel = connection.channel()
     Settings.from_env(env={}, queue_prefix=run.prefix, ladder=run.env["RETRY_LADDER"]).topology.delete(channel)
     connection.close()
-    admin = psycopg2.connect(POSTGRES_ADMIN)
-    admin.autocommit = True
-    admin.cursor().execute(f'DROP DATABASE IF EXISTS "{run.database}" WITH (FORCE)')
-    admin.close()
+    pg_admin(f'DROP DATABASE IF EXISTS "{run.database}" WITH (FORCE)')
 
 
 def main() -> int:

@@ -15,7 +15,6 @@ import argparse
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,43 +25,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pika  # noqa: E402
-import psycopg2  # noqa: E402
 
+from bench.local import free_port, pg_admin  # noqa: E402
 from bench.receiver import start as start_receiver  # noqa: E402
 from webhooks import db  # noqa: E402
 from webhooks.cli import create_tenant, migrate  # noqa: E402
 from webhooks.config import Settings  # noqa: E402
 from webhooks.ids import new_id  # noqa: E402
 from webhooks.ingest import accept_event  # noqa: E402
-from webhooks.models import Attempt, Delivery, Endpoint, Tenant  # noqa: E402
+from webhooks.models import Attempt, Endpoint, Tenant  # noqa: E402
 from webhooks.publisher import Publisher, connection_parameters  # noqa: E402
 from webhooks.signing import generate_secret  # noqa: E402
 
 PAYLOAD = {"order": {"id": "ord_123", "amount": 4200, "currency": "EUR", "lines": [{"sku": f"sku-{i}", "qty": i} for i in range(20)]}}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-#: Admin connection used to create and drop the benchmark's PostgreSQL database.
-POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def _admin(sql: str) -> None:
-    admin = psycopg2.connect(POSTGRES_ADMIN)
-    admin.autocommit = True
-    admin.cursor().execute(sql)
-    admin.close()
-
-
 def database_url(kind: str) -> str:
     """A fresh database for one run."""
     if kind == "sqlite":
         return f"sqlite:///{tempfile.mkdtemp()}/bench.db"
-    _admin(f'CREATE DATABASE "bench_{os.getpid()}"')
+    pg_admin(f'CREATE DATABASE "bench_{os.getpid()}"')
     return f"postgresql://postgres@127.0.0.1:5432/bench_{os.getpid()}"
 
 
@@ -70,7 +52,7 @@ def drop_database(kind: str) -> None:
     """Drop what ``database_url`` created (PostgreSQL)."""
     if kind == "postgresql":
         db.database.obj.close_all()
-        _admin(f'DROP DATABASE IF EXISTS "bench_{os.getpid()}" WITH (FORCE)')
+        pg_admin(f'DROP DATABASE IF EXISTS "bench_{os.getpid()}" WITH (FORCE)')
 
 
 def machine() -> str:

@@ -31,6 +31,8 @@ import pika.exceptions
 import psutil
 import psycopg2
 
+from bench.local import AMQP_URL, PG_ADMIN, free_port, pg_admin
+
 #: The repository root (the service's working directory) and this folder.
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -39,8 +41,6 @@ BENCH = ROOT / "bench"
 PYTHON = sys.executable
 VENV_BIN = Path(sys.executable).parent
 
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 class ScenarioTimeout(Exception):
@@ -213,12 +213,6 @@ def install_exit_handlers() -> None:
 
 
 # -- ports ---------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_port(port: int, deadline: Deadline, child: Child | None = None) -> None:
@@ -415,20 +409,11 @@ def delete_broker_objects(prefix: str, queues: Iterable[str] = (), exchanges: It
 # -- PostgreSQL ----------------------------------------------------------------------------------
 
 
-def _admin(sql: str) -> None:
-    connection = psycopg2.connect(PG_ADMIN)
-    connection.autocommit = True
-    try:
-        connection.cursor().execute(sql)
-    finally:
-        connection.close()
-
-
 def create_database(name: str) -> str:
     """A fresh database (dropped at exit); returns its URL."""
-    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    _admin(f'CREATE DATABASE "{name}"')
-    CLEANUP.add(f"drop database {name}", lambda: _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_admin(f'CREATE DATABASE "{name}"')
+    CLEANUP.add(f"drop database {name}", lambda: pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     return f"postgresql://postgres@127.0.0.1:5432/{name}"
 
 

@@ -41,37 +41,17 @@ import psycopg2
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.local import AMQP_URL, PG_ADMIN, free_port, pg_admin  # noqa: E402
 from bench.payload import event_request  # noqa: E402
 
 PYTHON = sys.executable
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
-
-
-def admin(sql: str) -> None:
-    connection = psycopg2.connect(PG_ADMIN)
-    connection.autocommit = True
-    try:
-        connection.cursor().execute(sql)
-    finally:
-        connection.close()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Stack:
     """Database, queues and gunicorn of one run; ``close()`` removes them all."""
 
     def __init__(self, endpoints: int, rate_limit: float, gunicorn_args: str = "") -> None:
         self.prefix = f"bench_ingest_{os.getpid()}"
-        admin(f'DROP DATABASE IF EXISTS "{self.prefix}" WITH (FORCE)')
-        admin(f'CREATE DATABASE "{self.prefix}"')
+        pg_admin(f'DROP DATABASE IF EXISTS "{self.prefix}" WITH (FORCE)')
+        pg_admin(f'CREATE DATABASE "{self.prefix}"')
         self.database_url = f"postgresql://postgres@127.0.0.1:5432/{self.prefix}"
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -171,7 +151,7 @@ class Stack:
             connection.close()
         except Exception as error:  # noqa: BLE001 - best effort cleanup
             print(f"cleanup of queues failed: {error}", file=sys.stderr)
-        admin(f'DROP DATABASE IF EXISTS "{self.prefix}" WITH (FORCE)')
+        pg_admin(f'DROP DATABASE IF EXISTS "{self.prefix}" WITH (FORCE)')
 
     def queues(self) -> list[str]:
         from webhooks.config import Settings

@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pika  # noqa: E402
 
-from bench.core import PAYLOAD, database_url, drop_database, endpoint, free_port, machine, run_worker  # noqa: E402
+from bench.core import PAYLOAD, database_url, drop_database, endpoint, machine, run_worker  # noqa: E402
+from bench.local import free_port  # noqa: E402
 from bench.receiver import start as start_receiver  # noqa: E402
 from webhooks import db  # noqa: E402
 from webhooks.cli import create_tenant, migrate  # noqa: E402
