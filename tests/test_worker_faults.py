@@ -9,10 +9,11 @@ import time
 
 import pika
 
-from tests.conftest import amqp_channel, queue_messages, settings_env, wait_until
+from tests.conftest import SESSION_PREFIX, amqp_channel, queue_messages, settings_env, wait_until
 from tests.receivers import Receiver, always, sequence, sleep_then
 from tests.test_delivery_e2e import register, send
 from webhooks.clock import tick
+from webhooks.messages import DeliveryMessage
 from webhooks.models import Attempt, Delivery
 from webhooks.publisher import Publisher
 
@@ -135,3 +136,26 @@ def test_sigterm_lets_an_in_flight_delivery_finish(client, tenant, auth, setting
             worker.kill()
     delivery = Delivery.get(Delivery.event == event["id"])
     assert delivery.status == "delivered" and delivery.attempts == 1
+
+
+def test_a_message_whose_onward_publish_fails_returns_to_the_queue(make_settings, start_worker):
+    # A message that must wait again (not_before an hour away) is republished to a
+    # waiting queue before the ack. With every waiting queue gone that publish is
+    # refused as unroutable: the message must go back to the primary queue (and after
+    # the delivery limit to the dead-letter queue), never be acked and lost.
+    message = DeliveryMessage("dlv_x", "evt_x", "ep_x", "ten_x", "order.created", "2026-11-23T10:00:00.000Z",
+                              {"order": 1}, not_before=time.time() + 3600)
+    body, headers = message.encode()
+    settings = make_settings(queue_prefix=f"{SESSION_PREFIX}_unroutable")  # its own queues: some are deleted below
+    worker = start_worker(settings)
+    wait_until(lambda: worker._connection is not None)
+    connection, channel = amqp_channel()
+    try:
+        for queue in settings.topology.wait_queues():
+            channel.queue_delete(queue)
+        channel.basic_publish("", settings.topology.primary, body, pika.BasicProperties(delivery_mode=2, headers=headers))
+    finally:
+        connection.close()
+
+    dead = wait_until(lambda: queue_messages(settings.topology.dead), timeout=30)
+    assert [json.loads(body)["delivery_id"] for body, _ in dead] == ["dlv_x"]

@@ -183,14 +183,18 @@ class Worker:
                 handled = self.processor.overflow(body, headers)
             else:
                 handled = self._until_database_answers(lambda: self.processor.handle(body, headers))
+            ack = handled.ack
             if handled.publish:
                 published = self._on_connection(connection, partial(self._publish_all, publish_channel, handled.publish))
                 if not published:
-                    # The outbox relay republishes the next attempt once it is overdue.
-                    log.warning("next-step publish not confirmed; the relay will republish it")
+                    # The message goes back to the queue rather than vanish: a deferred one
+                    # exists nowhere else. (A next attempt is also in the outbox: the relay
+                    # republishes it, and this copy is dropped as recorded elsewhere.)
+                    log.warning("publish not confirmed; the message returns to the queue")
+                    ack = False
                 elif handled.after_publish is not None:
                     self._until_database_answers(handled.after_publish)
-            settled = self._settle(connection, channel, tag, handled.ack)
+            settled = self._settle(connection, channel, tag, ack)
         except Stopping:
             log.info("stopping before the work was recorded; the message returns to the queue")
         except Exception:  # noqa: BLE001 - a bug must not kill the thread; the message is requeued
