@@ -44,6 +44,18 @@ def _why(step: Any) -> str:
     return f"{step.get('status')}: {str(step.get('error', '')).splitlines()[0][:160]}"
 
 
+def _heading(add: Any, title: str, *steps: Any) -> bool:
+    """Write a section's heading; False (after saying why) when any of its ``steps`` was not measured."""
+    add(f"### {title}")
+    add("")
+    for step in steps:
+        if not _ok(step):
+            add(f"Not measured ({_why(step)}).")
+            add("")
+            return False
+    return True
+
+
 def _n(x: Any, digits: int = 0) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
@@ -184,12 +196,8 @@ def _flat(mem: dict[str, Any]) -> bool:
 
 
 def _receiver(r: dict[str, Any], add: Any) -> None:
-    add("### Receiver capacity")
-    add("")
     step = r.get("receiver")
-    if not _ok(step):
-        add(f"Not measured ({_why(step)}).")
-        add("")
+    if not _heading(add, "Receiver capacity", step):
         return
     fastest = max([p["rate"] for p in r.get("peers", {}).values() if isinstance(p, dict) and _ok(p) and "rate" in p]
                   + ([_service_rate(r)] if _service_rate(r) else []) or [float("nan")])
@@ -238,12 +246,8 @@ def _throughput(r: dict[str, Any], add: Any) -> None:
 
 
 def _service(r: dict[str, Any], add: Any) -> None:
-    add("### This service")
-    add("")
     svc = r.get("service")
-    if not _ok(svc):
-        add(f"Not measured ({_why(svc)}).")
-        add("")
+    if not _heading(add, "This service", svc):
         return
     add("| figure | value |")
     add("|---|---|")
@@ -296,12 +300,9 @@ def _scale(r: dict[str, Any], add: Any) -> None:
 
 
 def _noisy(r: dict[str, Any], add: Any) -> None:
-    add("### Noisy neighbour")
-    add("")
     step = r.get("noisy")
-    if not _ok(step) or not _ok(step.get("alone")) or not _ok(step.get("with_dead")):
-        add(f"Not measured ({_why(step if not _ok(step) else step.get('with_dead') if not _ok(step.get('with_dead')) else step.get('alone'))}).")
-        add("")
+    parts = (step.get("alone"), step.get("with_dead")) if isinstance(step, dict) else ()
+    if not _heading(add, "Noisy neighbour", step, *parts):
         return
     alone, dead = step["alone"], step["with_dead"]
     add(f"{alone['events']:,} events to a tenant with 9 healthy endpoints, then {dead['events']:,} to one with the "
@@ -322,12 +323,8 @@ def _noisy(r: dict[str, Any], add: Any) -> None:
 
 
 def _ladder(r: dict[str, Any], add: Any) -> None:
-    add("### Ladder fidelity")
-    add("")
     step = r.get("ladder")
-    if not _ok(step):
-        add(f"Not measured ({_why(step)}).")
-        add("")
+    if not _heading(add, "Ladder fidelity", step):
         return
     depths = ", ".join(f"{tier} {depth}" for tier, depth in step["max_tier_depths"].items())
     add(f"`RETRY_LADDER={step['ladder']}`, an endpoint that always answers 500 (`OFFLINE_AFTER_FAILURES` set out of "
@@ -348,12 +345,8 @@ def _ladder(r: dict[str, Any], add: Any) -> None:
 
 
 def _backlog(r: dict[str, Any], add: Any) -> None:
-    add("### Backlog")
-    add("")
     step = r.get("backlog")
-    if not _ok(step):
-        add(f"Not measured ({_why(step)}).")
-        add("")
+    if not _heading(add, "Backlog", step):
         return
     mem = step["memory"]
     before = ", ".join(f"{k} {v}" for k, v in sorted(step.get("before_return", {}).items()))

@@ -8,6 +8,7 @@ from typing import Sequence
 
 import pytest
 
+from tests.concurrency import in_threads
 from webhooks.group_commit import GroupCommit
 
 
@@ -63,21 +64,10 @@ def test_batches_never_exceed_max_batch_and_nobody_is_left_waiting() -> None:
         return list(items)
 
     commit = GroupCommit(run, max_batch=4)
-    results: list[int] = []
-    lock = threading.Lock()
 
-    def call(item: int) -> None:
-        value = commit(item)
-        with lock:
-            results.append(value)
+    results = in_threads(40, commit, timeout=10)
 
-    threads = [threading.Thread(target=call, args=(item,)) for item in range(40)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
-
-    assert sorted(results) == list(range(40))
+    assert results == list(range(40))
     assert max(sizes) <= 4
     assert sum(sizes) == 40
 

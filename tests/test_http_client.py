@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.concurrency import in_threads
 from tests.receivers import Receiver, always, drip, sequence, sleep_then, unused_port
 from webhooks.http_client import HttpResult, Sender
 from webhooks.netguard import Resolver, TargetPolicy, check_url
@@ -278,19 +279,7 @@ def test_hanging_dns_lookup_is_bounded_by_the_deadline() -> None:
 
 def test_one_sender_serves_many_threads_at_once() -> None:
     with Receiver(sleep_then(0.05)) as receiver, Sender(timeout=5, policy=OPEN, max_connections=4) as sender:
-        results: list[HttpResult] = []
-        lock = threading.Lock()
-
-        def deliver(n: int) -> None:
-            result = sender.post(receiver.url, {}, str(n).encode())
-            with lock:
-                results.append(result)
-
-        threads = [threading.Thread(target=deliver, args=(n,)) for n in range(20)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=10)
+        results = in_threads(20, lambda n: sender.post(receiver.url, {}, str(n).encode()), timeout=10)
         requests = receiver.wait_for(20)
     assert len(results) == 20 and all(r.ok for r in results)
     assert sorted(int(r.body) for r in requests) == list(range(20))

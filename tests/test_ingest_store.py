@@ -7,7 +7,6 @@ tests hold both to the same promises (the suite runs on both databases).
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -16,6 +15,7 @@ import peewee
 import pytest
 from flask.testing import FlaskClient
 
+from tests import concurrency
 from tests.api_helpers import create_endpoint, post_event
 from webhooks import db, ingest
 from webhooks.api.events import accepted_body
@@ -45,25 +45,8 @@ def frozen(monkeypatch: pytest.MonkeyPatch) -> FrozenClock:
 
 
 def in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run ``work(i)`` in ``count`` threads started together; each result, or the exception raised."""
-    results: list[Any] = [None] * count
-    start = threading.Barrier(count)
-
-    def run(i: int) -> None:
-        start.wait()
-        try:
-            results[i] = work(i)
-        except Exception as error:  # noqa: BLE001 - returned to the test
-            results[i] = error
-        finally:
-            db.database.close()  # give the thread's pooled connection back
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return results
+    """``tests.concurrency.in_threads``, each thread giving its pooled connection back."""
+    return concurrency.in_threads(count, work, cleanup=db.database.close)
 
 
 def tenant_row(tenant: SimpleNamespace) -> Tenant:
