@@ -2,8 +2,8 @@
 
 Everything goes through the default exchange with the queue name as routing key, so
 an unroutable publish (a missing queue) comes back as a failure instead of vanishing.
-``Publisher`` is the bounded, fork-safe publisher of the web and clock processes: when
-the broker is down it fails fast and the outbox relay takes over.
+``Publisher`` is the bounded, fork-safe publisher of the web, worker and clock processes:
+when the broker is down it fails fast and the outbox relay takes over.
 
 ``Publisher.publish`` sends a whole batch and then waits for all of its confirms
 together (pipelined publisher confirms, as in pika's asynchronous publisher example),
@@ -28,7 +28,6 @@ import pika.frame
 import pika.spec
 from flask import Flask, current_app
 from pika.adapters import select_connection
-from pika.adapters.blocking_connection import BlockingChannel
 from pika.channel import Channel
 
 from webhooks.config import Settings
@@ -54,22 +53,6 @@ def message_properties(headers: dict[str, Any]) -> pika.BasicProperties:
         content_type="application/json",
         headers=headers,
     )
-
-
-def publish_on(channel: BlockingChannel, queue: str, body: bytes, headers: dict[str, Any]) -> None:
-    """Publish one persistent message to ``queue`` on a confirming channel, or raise PublishError."""
-    try:
-        channel.basic_publish(
-            exchange="",
-            routing_key=queue,
-            body=body,
-            properties=message_properties(headers),
-            mandatory=True,
-        )
-    except pika.exceptions.UnroutableError as error:
-        raise PublishError(f"no queue {queue!r}: run rabbit_setup.py") from error
-    except pika.exceptions.NackError as error:
-        raise PublishError(f"broker refused the message for {queue!r} (queue full?)") from error
 
 
 def connection_parameters(url: str, timeout: float) -> pika.URLParameters:

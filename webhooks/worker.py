@@ -1,10 +1,12 @@
 """The worker: one thread owns the pika connection, a bounded pool of threads delivers.
 
-Delivery threads never touch pika (it is not thread-safe): they hand publishes and
-acks back with ``connection.add_callback_threadsafe``, so the connection thread is
-never blocked by a slow endpoint and heartbeats keep flowing. Acks are queued and sent
-together, only after the attempt's record is committed; the threads' claims and records
-are batched into shared transactions (``group_commit``). The first SIGTERM stops
+Delivery threads never touch the consuming connection (pika is not thread-safe): they
+hand acks back with ``connection.add_callback_threadsafe``, so the connection thread is
+never blocked by a slow endpoint or a publish, and heartbeats keep flowing. Acks are
+queued and sent together, only after the attempt's record is committed; the threads'
+claims and records are batched into shared transactions, and their publishes (the next
+tier, the defer queue, the dead letters) into shared batches of pipelined confirms on a
+connection of their own (``group_commit``, ``publisher.Publisher``). The first SIGTERM stops
 consuming and lets in-flight deliveries finish; a second exits at once (unacked
 messages return to the queue). A lost broker or database is waited out, not fatal.
 
@@ -20,10 +22,9 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import peewee
 import pika
@@ -33,9 +34,10 @@ from pika.adapters.blocking_connection import BlockingChannel
 from webhooks import db, logs
 from webhooks.config import Settings
 from webhooks.delivery import Processor
+from webhooks.group_commit import GroupCommit
 from webhooks.http_client import Sender
 from webhooks.netguard import TargetPolicy
-from webhooks.publisher import Outgoing, PublishError, connection_parameters, publish_on
+from webhooks.publisher import Outgoing, Publisher, connection_parameters
 from webhooks.scheduler import EndpointScheduler
 
 log = logging.getLogger(__name__)
@@ -43,8 +45,9 @@ log = logging.getLogger(__name__)
 #: How long the connection thread waits for socket events before checking for a stop.
 POLL_SECONDS = 0.2
 
-#: A delivery thread gives up waiting for the connection thread after this long.
-HANDOFF_TIMEOUT_SECONDS = 30.0
+#: A message whose onward publish failed returns to the queue after this pause (seconds),
+#: so a broker refusing publishes does not spin it into the dead-letter queue at once.
+REQUEUE_PAUSE_SECONDS = 1.0
 
 #: Unacknowledged messages per delivery thread: room for several endpoints' lines.
 PREFETCH_FACTOR = 4
@@ -85,6 +88,10 @@ class Worker:
         self._settlements: dict[pika.BlockingConnection, list[tuple[BlockingChannel, int, bool]]] = {}
         self._flush_scheduled: set[pika.BlockingConnection] = set()
         self._connection: pika.BlockingConnection | None = None
+        #: Onward publishes of every delivery thread, batched with pipelined confirms.
+        self.publisher = Publisher(settings.amqp_url, settings.publish_timeout)
+        self._publish_one: GroupCommit[Outgoing, bool] = GroupCommit(self._publish_batch)
+        self.requeue_pause = REQUEUE_PAUSE_SECONDS
 
     # -- the connection thread ------------------------------------------------------
 
@@ -105,6 +112,7 @@ class Worker:
             self._stop.wait(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
         self.executor.shutdown(wait=True)
+        self.publisher.close()
         log.info("worker stopped")
         return 0
 
@@ -116,10 +124,8 @@ class Worker:
         try:
             channel = connection.channel()
             self.topology.check(channel)
-            publish_channel = connection.channel()
-            publish_channel.confirm_delivery()
             channel.basic_qos(prefetch_count=self.threads * PREFETCH_FACTOR)
-            on_message = partial(self._on_message, connection, publish_channel)
+            on_message = partial(self._on_message, connection)
             tag = channel.basic_consume(self.topology.primary, on_message)
             log.info("worker consuming %s with %d delivery threads", self.topology.primary, self.threads)
             cancelled = False
@@ -142,7 +148,6 @@ class Worker:
     def _on_message(
         self,
         connection: pika.BlockingConnection,
-        publish_channel: BlockingChannel,
         channel: BlockingChannel,
         method: Any,
         properties: pika.BasicProperties,
@@ -151,7 +156,7 @@ class Worker:
         with self._lock:
             self._in_flight += 1
         headers = dict(properties.headers or {})
-        work = partial(self._work, connection, publish_channel, channel, method.delivery_tag, body, headers)
+        work = partial(self._work, connection, channel, method.delivery_tag, body, headers)
         if not self.scheduler.submit(endpoint_of(body), work):
             # This endpoint's line in this process is full: back through the defer queue.
             self.executor.submit(partial(work, overflow=True))
@@ -170,7 +175,6 @@ class Worker:
     def _work(
         self,
         connection: pika.BlockingConnection,
-        publish_channel: BlockingChannel,
         channel: BlockingChannel,
         tag: int,
         body: bytes,
@@ -185,12 +189,13 @@ class Worker:
                 handled = self._until_database_answers(lambda: self.processor.handle(body, headers))
             ack = handled.ack
             if handled.publish:
-                published = self._on_connection(connection, partial(self._publish_all, publish_channel, handled.publish))
+                published = all([self._publish_one(outgoing) for outgoing in handled.publish])
                 if not published:
                     # The message goes back to the queue rather than vanish: a deferred one
                     # exists nowhere else. (A next attempt is also in the outbox: the relay
                     # republishes it, and this copy is dropped as recorded elsewhere.)
                     log.warning("publish not confirmed; the message returns to the queue")
+                    self._stop.wait(self.requeue_pause)
                     ack = False
                 elif handled.after_publish is not None:
                     self._until_database_answers(handled.after_publish)
@@ -261,28 +266,10 @@ class Worker:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
 
-    def _on_connection(self, connection: pika.BlockingConnection, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` on the connection thread and return its result (None if that failed)."""
-        future: Future[Any] = Future()
-
-        def call() -> None:
-            try:
-                future.set_result(fn())
-            except Exception as error:  # noqa: BLE001 - handed back to the waiting thread
-                future.set_exception(error)
-
-        try:
-            connection.add_callback_threadsafe(call)
-            return future.result(timeout=HANDOFF_TIMEOUT_SECONDS)
-        except (pika.exceptions.AMQPError, PublishError, FutureTimeout, OSError) as error:
-            log.warning("connection-thread call failed: %r", error)
-            return None
-
-    @staticmethod
-    def _publish_all(channel: BlockingChannel, messages: list[Outgoing]) -> bool:
-        for queue, body, headers in messages:
-            publish_on(channel, queue, body, headers)
-        return True
+    def _publish_batch(self, messages: Sequence[Outgoing]) -> list[bool]:
+        """Publish the delivery threads' messages together; which of them were confirmed."""
+        confirmed = self.publisher.publish(messages)
+        return [index < confirmed for index in range(len(messages))]
 
 
 def endpoint_of(body: bytes) -> str | None:
