@@ -20,7 +20,7 @@ from tests.api_helpers import (
 from webhooks.config import Settings
 from webhooks.models import Delivery, Endpoint
 from webhooks.publisher import Publisher
-from webhooks.recovery import Releaser
+from webhooks.releaser import Releaser
 from webhooks.signing import generate_secret, is_valid_secret, public_key
 from webhooks.timeutil import utcnow
 

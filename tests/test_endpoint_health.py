@@ -200,7 +200,7 @@ def test_a_release_interrupted_before_its_publish_is_finished_by_the_relay_exact
 ):
     from webhooks.clock import jobs, run_due
     from webhooks.publisher import Publisher
-    from webhooks.recovery import Releaser
+    from webhooks.releaser import Releaser
 
     with Receiver(always(200)) as receiver:
         endpoint = register(client, auth(tenant), receiver.url)

@@ -21,6 +21,7 @@ from webhooks import db, ingest
 from webhooks.api.events import accepted_body
 from webhooks.db import write
 from webhooks.models import Delivery, Event, IdempotencyKey, Tenant
+from webhooks.pg_prepared import PreparedStatements
 from webhooks.schemas import EventSchema
 from webhooks.timeutil import utcnow
 
@@ -157,7 +158,7 @@ def test_a_failing_statement_leaves_nothing_half_written(
     create_endpoint(client, headers)
     row = tenant_row(tenant)
     real = ingest.insert_deliveries_sql
-    monkeypatch.setattr(ingest, "prepared", ingest.PreparedStatements(enabled=False))  # run the broken text itself
+    monkeypatch.setattr(ingest, "prepared", PreparedStatements(enabled=False))  # run the broken text itself
     monkeypatch.setattr(ingest, "insert_deliveries_sql",
                         lambda dialect, count: real(dialect, count).replace('"delivery"', '"no_such_table"'))
 
@@ -298,7 +299,7 @@ def test_prepared_statements_can_be_turned_off(
 ) -> None:
     create_endpoint(client, headers)
     db.database.execute_sql("DEALLOCATE ALL")
-    monkeypatch.setattr(ingest, "prepared", ingest.PreparedStatements(enabled=False))
+    monkeypatch.setattr(ingest, "prepared", PreparedStatements(enabled=False))
 
     accepted = [ingest.store_event(tenant_row(tenant), "order.created", PAYLOAD, None) for _ in range(2)]
 

@@ -25,7 +25,8 @@ from webhooks.clock import SessionLock
 from webhooks.messages import DeliveryMessage
 from webhooks.models import Delivery, Endpoint, HealthChange
 from webhooks.publisher import Outgoing
-from webhooks.recovery import IDLE_SECONDS, Releaser, Step, oldest_parked, release_next, unpark_if_next
+from webhooks.recovery import Step, oldest_parked, release_next, unpark_if_next
+from webhooks.releaser import IDLE_SECONDS, Releaser
 
 
 class RecordingPublisher:

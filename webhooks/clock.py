@@ -31,6 +31,7 @@ from webhooks.mailer import SmtpConfig
 from webhooks.models import IdempotencyKey
 from webhooks.outbox import relay_once
 from webhooks.publisher import Publisher
+from webhooks.releaser import Releaser
 from webhooks.timeutil import utcnow
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ def release_loop(settings: Settings, stop: threading.Event, publisher: Publisher
     """
     own_publisher = publisher is None
     publisher = publisher or Publisher(settings.amqp_url, settings.publish_timeout)
-    releaser = recovery.Releaser(settings.release_rate)
+    releaser = Releaser(settings.release_rate)
     lock = SessionLock(RELEASE_LOCK_KEY)
     topology = settings.topology
     try:
@@ -200,7 +201,7 @@ def tick(settings: Settings, publisher: Publisher) -> None:
     lock = SessionLock(RELEASE_LOCK_KEY)
     try:
         if lock.held():  # not while a running clock's release loop holds it
-            recovery.Releaser(settings.release_rate).release_parked(publisher, settings.topology)
+            Releaser(settings.release_rate).release_parked(publisher, settings.topology)
     finally:
         lock.release()
 

@@ -26,12 +26,8 @@ same statements run one at a time inside ``write()``.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import logging
-import os
-import re
-import weakref
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Sequence
@@ -58,6 +54,7 @@ from webhooks.ingest_sql import (
 )
 from webhooks.models import BaseModel, Delivery, Endpoint, Event, IdempotencyKey, Tenant
 from webhooks.outbox import enqueue, message_for
+from webhooks.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode
 from webhooks.publisher import Publisher
 from webhooks.timeutil import utcnow
 from webhooks.topology import Topology
@@ -206,79 +203,15 @@ def _check_bucket(row: Sequence[Any] | None, rate_limit: float | None) -> int:
 # --- storing -------------------------------------------------------------------------------
 
 
-#: Server-side prepared statements for the PostgreSQL fast path: planning the bump-and-
-#: endpoints statement costs about as much as running it. ``PG_PREPARED_STATEMENTS=0``
-#: turns them off (needed behind PgBouncer in transaction mode, which does not keep an
-#: SQL-level PREPARE from one transaction to the next).
-PREPARED_STATEMENTS = os.environ.get("PG_PREPARED_STATEMENTS", "1") != "0"
-
 #: Multi-row delivery inserts are prepared for up to this many endpoints per event.
 MAX_PREPARED_DELIVERIES = 32
-
-#: SQLSTATEs: a statement of that name exists already / does not exist (any more).
-DUPLICATE_PREPARED_STATEMENT = "42P05"
-INVALID_STATEMENT_NAME = "26000"
 
 
 def deliveries_statement(count: int) -> str:
     return f"ingest_deliveries_{count}"
 
 
-def _numbered(sql: str) -> str:
-    """psycopg2's ``%s`` placeholders as PREPARE's ``$1``, ``$2``, …"""
-    numbers = itertools.count(1)
-    return re.sub(r"%s", lambda _match: f"${next(numbers)}", sql)
-
-
-def pgcode(error: BaseException) -> str | None:
-    """The SQLSTATE behind a (peewee-wrapped) psycopg2 error, if any."""
-    for candidate in (error, error.__cause__, error.__context__, *getattr(error, "args", ())):
-        code = getattr(candidate, "pgcode", None)
-        if code:
-            return str(code)
-    return None
-
-
-class PreparedStatements:
-    """Which statements each PostgreSQL connection of this process has prepared.
-
-    A statement is prepared only outside a transaction (a failed PREPARE inside one
-    would abort it), on first use per connection; prepared statements live as long as
-    their connection. If one has vanished (``DISCARD ALL``), the caller forgets the
-    connection's set and tries again.
-    """
-
-    def __init__(self, enabled: bool = PREPARED_STATEMENTS) -> None:
-        self.enabled = enabled
-        self._ready: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-
-    def has(self, name: str) -> bool:
-        return self.enabled and name in self._ready.get(database.connection(), ())
-
-    def prepare(self, name: str, sql: str) -> None:
-        """Prepare ``sql`` as ``name`` on this thread's connection (no transaction may be open)."""
-        if not self.enabled or self.has(name):
-            return
-        try:
-            database.execute_sql(f"PREPARE {name} AS {_numbered(sql)}")
-        except (peewee.OperationalError, peewee.InterfaceError):
-            raise  # a dead connection: ``retrying`` reconnects
-        except peewee.DatabaseError as error:
-            if pgcode(error) != DUPLICATE_PREPARED_STATEMENT:
-                log.warning("could not prepare %s (%s); running it unprepared", name, error)
-                return
-        self._ready.setdefault(database.connection(), set()).add(name)
-
-    def sql_for(self, name: str, sql: str) -> str:
-        """``EXECUTE name(%s, …)`` if this connection has ``name`` prepared, else ``sql`` itself."""
-        if not self.has(name):
-            return sql
-        return f"EXECUTE {name}({', '.join(['%s'] * sql.count('%s'))})"
-
-    def forget(self) -> None:
-        self._ready.pop(database.connection(), None)
-
-
+#: Which statements each connection has prepared (``PG_PREPARED_STATEMENTS``).
 prepared = PreparedStatements()
 
 
