@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from webhooks.models import Delivery, Endpoint, Event, IdempotencyKey, Tenant
-from webhooks.sqltext import columns, table, value_rows
+from webhooks.sqltext import insert_sql, table
 
 #: Columns written for a new event, idempotency key and delivery (field names).
 EVENT_FIELDS = ("id", "tenant", "seq", "event_type", "payload", "created_at")
@@ -108,18 +108,15 @@ def postgres_start_sql(limited: bool, with_key: bool) -> str:
 
 @lru_cache(maxsize=None)
 def insert_event_sql(dialect: Dialect) -> str:
-    return (f"INSERT INTO {table(Event)} ({columns(Event, EVENT_FIELDS)}) "
-            f"VALUES {value_rows(1, len(EVENT_FIELDS), dialect.param)}")
+    return insert_sql(Event, EVENT_FIELDS, 1, dialect.param)
 
 
 @lru_cache(maxsize=None)
 def insert_key_sql(dialect: Dialect) -> str:
-    return (f"INSERT INTO {table(IdempotencyKey)} ({columns(IdempotencyKey, KEY_FIELDS)}) "
-            f"VALUES {value_rows(1, len(KEY_FIELDS), dialect.param)}")
+    return insert_sql(IdempotencyKey, KEY_FIELDS, 1, dialect.param)
 
 
 @lru_cache(maxsize=64)
 def insert_deliveries_sql(dialect: Dialect, count: int) -> str:
     """One multi-row insert of ``count`` deliveries."""
-    return (f"INSERT INTO {table(Delivery)} ({columns(Delivery, DELIVERY_FIELDS)}) "
-            f"VALUES {value_rows(count, len(DELIVERY_FIELDS), dialect.param)}")
+    return insert_sql(Delivery, DELIVERY_FIELDS, count, dialect.param)

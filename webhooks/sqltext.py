@@ -42,7 +42,8 @@ def value_rows(count: int, width: int, param: str) -> str:
 
 
 @lru_cache(maxsize=256)
-def _insert_sql(model: type[peewee.Model], names: tuple[str, ...], rows: int, param: str) -> str:
+def insert_sql(model: type[peewee.Model], names: tuple[str, ...], rows: int, param: str) -> str:
+    """``INSERT INTO model (names) VALUES (…), …`` for ``rows`` rows, with ``param`` placeholders."""
     return f"INSERT INTO {table(model)} ({columns(model, names)}) VALUES {value_rows(rows, len(names), param)}"
 
 
@@ -53,7 +54,7 @@ def insert_rows(model: type[peewee.Model], rows: Sequence[Mapping[str, Any]]) ->
     names = tuple(rows[0])
     fields = [model._meta.fields[name] for name in names]
     params = [field.db_value(row[name]) for row in rows for name, field in zip(names, fields)]
-    database.execute_sql(_insert_sql(model, names, len(rows), _param()), params)
+    database.execute_sql(insert_sql(model, names, len(rows), _param()), params)
 
 
 @lru_cache(maxsize=256)
