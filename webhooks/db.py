@@ -191,3 +191,11 @@ def release_connection() -> None:
     """
     if isinstance(database.obj, PooledPostgresqlDatabase) and not database.is_closed() and not database.in_transaction():
         database.close()
+
+
+def rollback_quietly() -> None:
+    """``ROLLBACK`` a transaction begun by hand in SQL; a failure (a dead connection) is only logged."""
+    try:
+        database.execute_sql("ROLLBACK")
+    except Exception:  # noqa: BLE001 - the connection may be dead; the caller's error matters
+        log.debug("rollback after a failed hand-written transaction failed", exc_info=True)

@@ -36,7 +36,7 @@ import peewee
 from flask import current_app
 
 from webhooks import metrics, presence
-from webhooks.db import database, is_postgres, retrying, write
+from webhooks.db import database, is_postgres, retrying, rollback_quietly, write
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES, wants
 from webhooks.ids import new_id
 from webhooks.ingest_sql import (
@@ -259,7 +259,7 @@ def _store_postgres(tenant_id: str, event_type: str, payload: dict[str, Any], ke
                 raise _StatementMissing() from error
         finally:
             if not committed:
-                _rollback_quietly()
+                rollback_quietly()
     count = len(plan.deliveries)
     if 0 < count <= MAX_PREPARED_DELIVERIES:  # for the next event, now that the transaction is over
         try:
@@ -267,13 +267,6 @@ def _store_postgres(tenant_id: str, event_type: str, payload: dict[str, Any], ke
         except Exception:  # noqa: BLE001 - the event is committed: never fail (or retry) it now
             log.debug("preparing the insert of %d deliveries failed", count, exc_info=True)
     return plan.accepted()
-
-
-def _rollback_quietly() -> None:
-    try:
-        database.execute_sql("ROLLBACK")
-    except Exception:  # noqa: BLE001 - the connection may be dead; the caller's error matters
-        log.debug("rollback after a failed ingest transaction failed", exc_info=True)
 
 
 def _store_generic(tenant_id: str, event_type: str, payload: dict[str, Any], key: str | None,

@@ -17,7 +17,7 @@ from datetime import timedelta
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
-from webhooks.db import database, is_postgres, relaxed_commit, release_connection, retrying, write
+from webhooks.db import database, is_postgres, relaxed_commit, release_connection, retrying, rollback_quietly, write
 from webhooks.messages import DeliveryMessage
 from webhooks.models import Delivery, Event
 from webhooks.publisher import Publisher
@@ -85,10 +85,7 @@ def mark_enqueued(messages: Iterable[DeliveryMessage]) -> None:
         try:
             database.execute_sql("; ".join([*statements, "COMMIT"]), params)
         except BaseException:
-            try:
-                database.execute_sql("ROLLBACK")
-            except Exception:  # noqa: BLE001 - the connection may be dead; the first error matters
-                log.debug("rollback after a failed outbox mark failed", exc_info=True)
+            rollback_quietly()
             raise
         return
     with write():
