@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import sys
 
-import pika
-
+from webhooks.brokers import connect
 from webhooks.config import Settings
-from webhooks.publisher import connection_parameters
 
 
 def main() -> int:
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except ValueError as error:  # a bad AMQP_URL or RETRY_LADDER: say which, without a traceback
+        print(f"rabbit_setup.py: {error}", file=sys.stderr)
+        return 2
     topology = settings.topology
-    connection = pika.BlockingConnection(connection_parameters(settings.amqp_url, timeout=5.0))
+    connection = connect(settings.amqp_url, timeout=5.0)
     try:
         topology.declare(connection.channel())
     finally:

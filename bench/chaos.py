@@ -36,13 +36,14 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import pika  # noqa: E402
-import psycopg2  # noqa: E402
 
+from bench import outcomes  # noqa: E402
 from bench.core import machine  # noqa: E402
+from bench.harness import Sql  # noqa: E402
 from bench.local import free_port, pg_admin  # noqa: E402
 from bench.receiver import start as start_receiver  # noqa: E402
+from webhooks.brokers import connect  # noqa: E402
 from webhooks.config import Settings  # noqa: E402
-from webhooks.publisher import connection_parameters  # noqa: E402
 
 #: The poison message: not JSON, so no worker can take it for a delivery.
 POISON_BODY = b"\x00chaos: not a delivery message"
@@ -99,7 +100,6 @@ def setup(args: argparse.Namespace) -> Run:
         "ALLOW_PRIVATE_TARGETS": "1",
         "DELIVERY_TIMEOUT": "5",
         "RELAY_GRACE": "3",
-        "WORKER_THREADS": "8",
         "LOG_LEVEL": "INFO",
         "SECRET_KEY": "chaos",
         "FLASK_APP": "app",
@@ -146,7 +146,7 @@ class Sender(threading.Thread):
 
 
 def inject_poison(run: Run) -> None:
-    connection = pika.BlockingConnection(connection_parameters(run.env["AMQP_URL"] if "AMQP_URL" in run.env else Settings.amqp_url, 5))
+    connection = connect(run.env.get("AMQP_URL", Settings.amqp_url), 5)
     connection.channel().basic_publish("", f"{run.prefix}.deliver", POISON_BODY, pika.BasicProperties(delivery_mode=2))
     connection.close()
 
@@ -183,7 +183,7 @@ def faults(run: Run, duration: float, stop: threading.Event, pg_restart: bool) -
 
 
 def dead_letters(run: Run) -> int:
-    connection = pika.BlockingConnection(connection_parameters(Settings.amqp_url, 5))
+    connection = connect(run.env.get("AMQP_URL", Settings.amqp_url), 5)
     channel = connection.channel()
     count = 0
     tags = []
@@ -203,34 +203,21 @@ def settled(run: Run, sender: Sender, received: list[bytes]) -> bool:
     """Every accepted event arrived and no delivery is still waiting for an attempt."""
     if not set(sender.accepted) <= {webhook_id.decode() for webhook_id in received}:
         return False
-    connection = psycopg2.connect(run.env["DATABASE_URL"])
-    cursor = connection.cursor()
-    cursor.execute("SELECT count(*) FROM delivery WHERE status IN ('pending', 'retrying')")
-    (unfinished,) = cursor.fetchone()
-    connection.close()
-    return unfinished == 0
+    sql = Sql(run.env["DATABASE_URL"])
+    try:
+        return outcomes.unfinished_deliveries(sql) == 0
+    finally:
+        sql.close()
 
 
 def check(run: Run, sender: Sender, received: list[bytes]) -> dict[str, float]:
-    connection = psycopg2.connect(run.env["DATABASE_URL"])
-    cursor = connection.cursor()
-    cursor.execute(
-        "SELECT count(*) FROM delivery d WHERE d.status = 'delivered' AND NOT EXISTS "
-        "(SELECT 1 FROM attempt a WHERE a.delivery_id = d.id AND a.outcome = 'delivered')"
-    )
-    (missing_log,) = cursor.fetchone()
-    cursor.execute("SELECT status, count(*) FROM delivery GROUP BY status")
-    statuses = dict(cursor.fetchall())
-    connection.close()
-    ids = [webhook_id.decode() for webhook_id in received]
-    unique = set(ids)
-    accepted = set(sender.accepted)
+    sql = Sql(run.env["DATABASE_URL"])
+    try:
+        missing_log, statuses = outcomes.missing_attempt_logs(sql), outcomes.status_counts(sql)
+    finally:
+        sql.close()
     return {
-        "accepted": len(accepted),
-        "delivered at least once": len(accepted & unique),
-        "lost": len(accepted - unique),
-        "duplicates": len(ids) - len(unique),
-        "duplicate rate": (len(ids) - len(unique)) / max(1, len(ids)),
+        **outcomes.arrivals(sender.accepted, [webhook_id.decode() for webhook_id in received]),
         "attempt log missing": missing_log,
         "poison in DLQ": dead_letters(run),
         "refused then retried (non-202)": sender.refused,
@@ -241,7 +228,7 @@ def check(run: Run, sender: Sender, received: list[bytes]) -> dict[str, float]:
 def teardown(run: Run) -> None:
     run.stop_all()
     sh("rabbitmqctl", "start_app", check=False)
-    connection = pika.BlockingConnection(connection_parameters(Settings.amqp_url, 5))
+    connection = connect(run.env.get("AMQP_URL", Settings.amqp_url), 5)
     channel = connection.channel()
     Settings.from_env(env={}, queue_prefix=run.prefix, ladder=run.env["RETRY_LADDER"]).topology.delete(channel)
     connection.close()
@@ -300,11 +287,7 @@ def main() -> int:
         "every delivery has its attempt log": results["attempt log missing"] == 0,
         "poison message dead-lettered once": results["poison in DLQ"] == 1,
     }
-    for name, ok in checks.items():
-        print(f"{'PASS' if ok else 'FAIL'}: {name}")
-    failed = sum(not ok for ok in checks.values())
-    print(f"chaos: {len(checks) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return outcomes.verdict("chaos", checks)
 
 
 if __name__ == "__main__":

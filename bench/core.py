@@ -25,7 +25,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pika  # noqa: E402
 
 from bench.local import free_port, pg_admin  # noqa: E402
 from bench.receiver import FAIL_PREFIX, start as start_receiver  # noqa: E402
@@ -35,7 +34,8 @@ from webhooks.config import Settings  # noqa: E402
 from webhooks.ids import new_id  # noqa: E402
 from webhooks.ingest import accept_event  # noqa: E402
 from webhooks.models import Attempt, Endpoint, Tenant  # noqa: E402
-from webhooks.publisher import Publisher, connection_parameters  # noqa: E402
+from webhooks.brokers import connect  # noqa: E402
+from webhooks.publisher import Publisher  # noqa: E402
 from webhooks.signing import generate_secret  # noqa: E402
 
 PAYLOAD = {"order": {"id": "ord_123", "amount": 4200, "currency": "EUR", "lines": [{"sku": f"sku-{i}", "qty": i} for i in range(20)]}}
@@ -68,8 +68,8 @@ def endpoint(tenant_id: str, url: str) -> None:
 def run_worker(settings: Settings, extra: dict[str, str] | None = None) -> subprocess.Popen:
     env = {**os.environ, "DATABASE_URL": settings.database_url, "QUEUE_PREFIX": settings.queue_prefix,
            "RETRY_LADDER": ",".join(f"{d}ms" for d in settings.ladder.delays_ms), "ALLOW_PRIVATE_TARGETS": "1",
-           "LOG_LEVEL": "WARNING", "WORKER_THREADS": str(settings.worker_threads), **(extra or {})}
-    command = [sys.executable, "-m", "webhooks.worker"]
+           "LOG_LEVEL": "WARNING", **(extra or {})}
+    command = [sys.executable, "-m", "webhooks.worker"] if not os.environ.get("BENCH_WORKER_SCRIPT") else [sys.executable, os.environ["BENCH_WORKER_SCRIPT"]]
     if os.environ.get("BENCH_PROFILE"):  # py-spy raw stacks of the worker, e.g. BENCH_PROFILE=/tmp/worker.raw
         command = ["py-spy", "record", "--format", "raw", "--rate", "200", "--gil", "--output", os.environ["BENCH_PROFILE"],
                    "--", *command]
@@ -85,6 +85,19 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of each thread of a process, summed by thread name."""
+    totals: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        totals[name] = totals.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return totals
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=2000)
@@ -95,7 +108,7 @@ def main() -> None:
 
     settings = Settings.from_env(env={}, database_url=database_url(args.database), queue_prefix=f"bench_{os.getpid()}",
                                  ladder="1s,2s", allow_private_targets=True)
-    connection = pika.BlockingConnection(connection_parameters(settings.amqp_url, 5))
+    connection = connect(settings.amqp_url, 5)
     settings.topology.declare(connection.channel())
     db.init_database(settings.database_url)
     migrate()
@@ -116,6 +129,7 @@ def main() -> None:
         while counter.count < args.events and time.monotonic() < deadline:
             time.sleep(0.05)
         worker_cpu = cpu_seconds(worker.pid)
+        threads = thread_cpu(worker.pid)
         arrivals = counter.arrivals
         steady = arrivals[len(arrivals) // 10 :]  # after warm-up
         rate = (len(steady) - 1) / (steady[-1] - steady[0])
@@ -131,11 +145,13 @@ def main() -> None:
         drop_database(args.database)
 
     print(machine())
-    print(f"database: {args.database}, events: {args.events}, worker threads: {settings.worker_threads}, one worker process")
+    print(f"database: {args.database}, events: {args.events}, one worker process (prefetch {settings.worker_prefetch}, "
+          f"up to {settings.endpoint_max_in_flight} calls in flight per endpoint)")
     print(f"ingest (store + publish, no HTTP): {ingest_rate:.0f} events/s")
     what = "attempts, every one failing and its retry published" if args.failing else "delivery"
     print(f"{what}: {rate:.0f}/s sustained (after the first 10%), {logged} attempts logged, "
-          f"worker CPU {1000 * worker_cpu / args.events:.2f} ms per attempt")
+          f"worker CPU {1000 * worker_cpu / args.events:.2f} ms per attempt "
+          f"({', '.join(f'{name} {1000 * seconds / args.events:.2f}' for name, seconds in sorted(threads.items()))})")
     if gaps:
         first_gaps = [g[0] for g in gaps]
         second_gaps = [g[1] for g in gaps]

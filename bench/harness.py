@@ -28,10 +28,10 @@ from typing import Any, Callable, Iterable, Sequence
 import httpx
 import pika
 import pika.exceptions
-import psutil
 import psycopg2
 
 from bench.local import AMQP_URL, PG_ADMIN, free_port, pg_admin
+from bench.timeline import Call, parse_timeline
 
 #: The repository root (the service's working directory) and this folder.
 ROOT = Path(__file__).resolve().parent.parent
@@ -241,6 +241,8 @@ class RssSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._t0 = time.monotonic()
+        #: ``time.time()`` at the start: a sample's offset plus this is its wall-clock time.
+        self.wall_t0 = time.time()
 
     def __enter__(self) -> "RssSampler":
         self._thread.start()
@@ -256,6 +258,8 @@ class RssSampler:
             self._stop.wait(self.interval)
 
     def sample(self) -> None:
+        import psutil  # the benchmark's own virtualenv has it; the service's (bench/failover.py) need not
+
         rss: dict[int, int] = {}
         for child in self.children:
             try:
@@ -326,6 +330,10 @@ class Receiver:
             t, webhook_id, p = line.split(" ", 2)
             rows.append((float(t), webhook_id, p))
         return rows
+
+    def timeline(self, prefix: str) -> list[Call]:
+        """Every request to a path starting with ``prefix``: arrival, end, outcome, in flight at arrival."""
+        return parse_timeline(self.http.get(self.url("/_bench/timeline"), params={"prefix": prefix}).text)
 
     def reset(self) -> None:
         self.http.post(self.url("/_bench/reset"))
@@ -542,28 +550,6 @@ def run_wrk(url: str, script: Path, threads: int, connections: int, duration: fl
             process.wait()
         script.unlink(missing_ok=True)
     return parse_wrk(out)
-
-
-# -- statistics ----------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """Nearest-rank percentile (``p`` in 0..100) of ``values``."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = max(1, min(len(ordered), int(-(-p * len(ordered) // 100))))
-    return ordered[rank - 1]
-
-
-def steady_rate(times: Sequence[float], warmup: float = 0.10) -> tuple[float, float]:
-    """Arrivals per second after discarding the first ``warmup`` share: (rate, seconds measured)."""
-    ordered = sorted(times)
-    steady = ordered[int(len(ordered) * warmup):]
-    if len(steady) < 2 or steady[-1] <= steady[0]:
-        return float("nan"), 0.0
-    span = steady[-1] - steady[0]
-    return (len(steady) - 1) / span, span
 
 
 def dumps(obj: Any) -> str:

@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
-"""Ingestion throughput of ``POST /v1/events`` through gunicorn, on a fresh PostgreSQL database.
+"""Ingestion throughput through gunicorn, single events and batches, on a fresh PostgreSQL database.
 
 Runs the web process the way the Procfile does (``gunicorn -c python:webhooks.gunicorn_conf
 'app:create_app()'``, ``WEB_CONCURRENCY=2``) after the release step (``rabbit_setup.py``,
 ``flask migrate``) on a database and queue prefix of its own; no worker and no clock run,
 so the figure is ingestion alone (store, answer, background publish with confirms).
 It creates one tenant with ``--endpoints`` endpoints subscribed to everything, warms up,
-then POSTs ``--count`` events of about 1 KB (``bench/payload.py``) from ``bench/loadgen.py``
-(raw HTTP/1.1 keep-alive connections in their own processes) and prints events/s, once per
-``--repeat``. Afterwards it checks that every accepted event has its deliveries and that
-the background enqueuer confirmed (marked) them all. Queues, database and processes are
-removed at exit.
+then sends ``--count`` events of about 1 KB (``bench/payload.py``) from ``bench/loadgen.py``
+(raw HTTP/1.1 keep-alive connections in their own processes): one ``POST /v1/events``
+each, or with ``--batch N`` one ``POST /v1/events/batch`` per N events. It prints
+events/s once per ``--repeat``, the CPU each part of the stack spent per event, and how
+long after the last answer the background enqueuer had published (and marked) every
+delivery. Afterwards it checks that every accepted event has its deliveries and that
+the enqueuer confirmed them all. Queues, database and processes are removed at exit.
 
-``.venv/bin/python bench/ingest_load.py [--count 5000] [--repeat 3] [--profile out.txt]``
+``.venv/bin/python bench/ingest_load.py [--count 5000] [--batch 100] [--repeat 3] [--profile out.txt]``
 
 ``--profile FILE`` runs ``py-spy record`` on both gunicorn workers during the first
 measured run and writes their merged top frames (self and total time) to FILE.
+``measure()`` is what ``bench/ingest_steps.py`` runs as a step of ``bench/run.py``.
 """
 
 from __future__ import annotations
@@ -198,14 +201,24 @@ class CpuMeter:
         return out
 
 
-def burst(base_url: str, keys: list[str], count: int, connections: int, processes: int) -> dict[str, Any]:
-    """``count`` events, split evenly over the tenants (one load run per tenant, at the same time)."""
+def request_body(batch: int) -> bytes:
+    """One event (``batch`` 0) or a list of ``batch`` events, each about 1 KB."""
+    if not batch:
+        return event_request()
+    return json.dumps([json.loads(event_request())] * batch, separators=(",", ":")).encode()
+
+
+def burst(base_url: str, keys: list[str], count: int, connections: int, processes: int,
+          batch: int = 0) -> dict[str, Any]:
+    """``count`` events (in requests of ``batch`` events each, or one each), split evenly over the tenants
+    (one load run per tenant, at the same time). ``count`` in the answer counts events."""
     if len(keys) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         share = max(1, processes // len(keys))
         with ThreadPoolExecutor(len(keys)) as pool:
-            results = list(pool.map(lambda key: burst(base_url, [key], count // len(keys), connections, share), keys))
+            results = list(pool.map(
+                lambda key: burst(base_url, [key], count // len(keys), connections, share, batch), keys))
         seconds = max(r["seconds"] for r in results)
         statuses: Counter[str] = Counter()
         for r in results:
@@ -214,11 +227,12 @@ def burst(base_url: str, keys: list[str], count: int, connections: int, processe
         return {"count": total, "seconds": seconds, "rps": total / seconds, "statuses": dict(statuses)}
     api_key = keys[0]
     body = Path(tempfile.mkstemp(suffix=".json")[1])
-    body.write_bytes(event_request())
+    body.write_bytes(request_body(batch))
+    requests = count // batch if batch else count
     try:
         out = subprocess.run(
-            [PYTHON, "-m", "bench.loadgen", "burst", "--url", f"{base_url}/v1/events", "--body-file", str(body),
-             "--header", f"Authorization: Bearer {api_key}", "--count", str(count),
+            [PYTHON, "-m", "bench.loadgen", "burst", "--url", f"{base_url}/v1/events{'/batch' if batch else ''}",
+             "--body-file", str(body), "--header", f"Authorization: Bearer {api_key}", "--count", str(requests),
              "--connections", str(connections), "--processes", str(processes)],
             cwd=ROOT, capture_output=True, text=True, timeout=600,
         )
@@ -226,7 +240,66 @@ def burst(base_url: str, keys: list[str], count: int, connections: int, processe
         body.unlink()
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
-    return json.loads(out.stdout)
+    result = json.loads(out.stdout)
+    events = result["count"] * (batch or 1)
+    return {**result, "count": events, "rps": events / result["seconds"]}
+
+
+def wait_published(stack: "Stack", timeout: float = 120.0) -> float | None:
+    """Seconds until no delivery is left unmarked (the enqueuer published and marked them all);
+    None: not within ``timeout``."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if stack.sql("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL") == 0:
+            return time.monotonic() - started
+        time.sleep(0.1)
+    return None
+
+
+def measure(stack: "Stack", keys: list[str], *, count: int, batch: int = 0, repeat: int = 3, warmup: int = 300,
+            connections: int = 8, processes: int = 2, profile_to: str | None = None,
+            say: Any = print) -> dict[str, Any]:
+    """Warm up, then ``repeat`` runs of ``count`` events; events/s, CPU ms per event by part, publish lag."""
+    burst(stack.base_url, keys, max(warmup, batch), connections, processes, batch)
+    wait_published(stack)
+    runs = []
+    for run in range(repeat):
+        spies = []
+        if profile_to and run == 0:
+            spies = profile(stack.worker_pids(), count / (4000 if batch else 400) + 2, profile_to)
+            time.sleep(1.0)
+        meter = CpuMeter(stack)
+        before = meter.sample()
+        result = burst(stack.base_url, keys, count, connections, processes, batch)
+        lag = wait_published(stack)
+        after = meter.sample()
+        cpu = {name: round(1000 * (after[name] - before[name]) / result["count"], 3) for name in after}
+        runs.append({"events": result["count"], "seconds": result["seconds"], "rate": result["rps"],
+                     "statuses": result["statuses"], "cpu_ms_per_event": cpu, "published_after_s": lag})
+        say(f"run {run + 1}: {result['count']} events in {result['seconds']:.2f} s = {result['rps']:.0f} events/s "
+            f"statuses {result['statuses']}; all published {lag if lag is None else round(lag, 2)} s after the last "
+            "answer")
+        say("  CPU ms per event (publishing included): "
+            + ", ".join(f"{name} {value:.3f}" for name, value in cpu.items()))
+        for spy in spies:
+            spy.wait(120)
+        if spies:
+            say(summarize_profile(profile_to, stack.worker_pids()))  # type: ignore[arg-type]
+    rates = sorted(r["rate"] for r in runs)
+    return {"batch": batch, "endpoints": stack.endpoints, "runs": runs, "rate_median": rates[len(rates) // 2],
+            "rate_min": rates[0], "rate_max": rates[-1], "connections": connections, "processes": processes}
+
+
+def check(stack: "Stack") -> dict[str, Any]:
+    """Every accepted event has its deliveries, all marked published, and seq has no gap."""
+    events = stack.sql("SELECT count(*) FROM event")
+    deliveries = stack.sql("SELECT count(*) FROM delivery")
+    unmarked = stack.sql("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL")
+    seq_gaps = stack.sql("SELECT coalesce(sum(gaps), 0) FROM "
+                         "(SELECT max(seq) - count(*) AS gaps FROM event GROUP BY tenant_id) t")
+    return {"events": events, "deliveries": deliveries, "expected_deliveries": events * stack.endpoints,
+            "unmarked": unmarked, "seq_gaps": int(seq_gaps),
+            "ok": deliveries == events * stack.endpoints and seq_gaps == 0 and unmarked == 0}
 
 
 def profile(pids: list[int], seconds: float, out_path: str) -> list[subprocess.Popen[bytes]]:
@@ -272,10 +345,11 @@ def summarize_profile(out_path: str, pids: list[int], top: int = 40) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--count", type=int, default=5000)
+    parser.add_argument("--count", type=int, default=5000, help="events per run")
+    parser.add_argument("--batch", type=int, default=0, help="events per POST /v1/events/batch (0: POST /v1/events)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=300)
-    parser.add_argument("--endpoints", type=int, default=3, help="per tenant, subscribed to everything")
+    parser.add_argument("--endpoints", type=int, default=1, help="per tenant, subscribed to everything")
     parser.add_argument("--tenants", type=int, default=1, help="the events are split over this many tenants")
     parser.add_argument("--connections", type=int, default=8, help="per load process")
     parser.add_argument("--processes", type=int, default=2, help="load generator processes")
@@ -288,36 +362,15 @@ def main() -> int:
     stack = Stack(args.endpoints, args.rate_limit, args.gunicorn_args)
     try:
         keys = stack.start(args.tenants)
-        burst(stack.base_url, keys, args.warmup, args.connections, args.processes)
-        rates = []
-        for run in range(args.repeat):
-            spies = []
-            if args.profile and run == 0:
-                spies = profile(stack.worker_pids(), args.count / 400 + 2, args.profile)
-                time.sleep(1.0)
-            meter = CpuMeter(stack)
-            before = meter.sample()
-            result = burst(stack.base_url, keys, args.count, args.connections, args.processes)
-            time.sleep(0.5)  # the enqueuers' last batch
-            after = meter.sample()
-            rates.append(result["rps"])
-            print(f"run {run + 1}: {args.count} events in {result['seconds']:.2f} s = {result['rps']:.0f} events/s "
-                  f"statuses {result['statuses']}", flush=True)
-            print("  CPU ms per event: " + ", ".join(
-                f"{name} {1000 * (after[name] - before[name]) / args.count:.2f}" for name in after), flush=True)
-            for spy in spies:
-                spy.wait(120)
-            if spies:
-                print(summarize_profile(args.profile, stack.worker_pids()))
-        time.sleep(2.0)  # the background enqueuer finishes its last batch
-        events = stack.sql("SELECT count(*) FROM event")
-        deliveries = stack.sql("SELECT count(*) FROM delivery")
-        unmarked = stack.sql("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL")
-        seq_gaps = stack.sql("SELECT sum(gaps) FROM (SELECT max(seq) - count(*) AS gaps FROM event GROUP BY tenant_id) t")
-        print(f"events {events}, deliveries {deliveries} (expected {events * args.endpoints}), "
-              f"not yet marked enqueued {unmarked}, seq gaps {seq_gaps}")
-        print(f"events/s: min {min(rates):.0f}, median {sorted(rates)[len(rates) // 2]:.0f}, max {max(rates):.0f}")
-        return 0 if deliveries == events * args.endpoints and seq_gaps == 0 else 1
+        result = measure(stack, keys, count=args.count, batch=args.batch, repeat=args.repeat, warmup=args.warmup,
+                         connections=args.connections, processes=args.processes, profile_to=args.profile)
+        checked = check(stack)
+        print(f"events {checked['events']}, deliveries {checked['deliveries']} (expected "
+              f"{checked['expected_deliveries']}), not marked enqueued {checked['unmarked']}, seq gaps "
+              f"{checked['seq_gaps']}")
+        print(f"events/s: min {result['rate_min']:.0f}, median {result['rate_median']:.0f}, "
+              f"max {result['rate_max']:.0f}")
+        return 0 if checked["ok"] else 1
     finally:
         stack.close()
 

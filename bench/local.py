@@ -6,6 +6,7 @@ Only the standard library and psycopg2, so it imports both from the service's vi
 
 from __future__ import annotations
 
+import random
 import socket
 
 import psycopg2
@@ -16,11 +17,24 @@ AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
+#: Ports handed out below the kernel's ephemeral range (``net.ipv4.ip_local_port_range``,
+#: 32768-60999 by default): a port from that range, free when picked, can be taken by one
+#: of the thousands of outgoing connections a worker opens before the server binds it.
+PORT_RANGE = (20000, 32000)
+
+
 def free_port() -> int:
-    """A loopback TCP port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback TCP port nothing listens on right now, outside the ephemeral range."""
+    for _ in range(200):
+        port = random.randint(*PORT_RANGE)
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {PORT_RANGE}")
 
 
 def pg_admin(sql: str) -> None:

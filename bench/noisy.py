@@ -2,8 +2,8 @@
 
 Usage: ``python bench/noisy.py [--events 1000] [--timeout 5]``. Each event goes to every
 endpoint of the tenant. Throughput to the healthy endpoints with the dead one present
-must stay at least 90% of their throughput without it: its in-flight cap (4) bounds
-the threads it can hold, and after 5 consecutive timeouts it is offline and parks.
+must stay at least 90% of their throughput without it: its in-flight cap bounds the
+calls it can hold, and after 5 consecutive timeouts it is offline and parks.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pika  # noqa: E402
 
 from bench.core import PAYLOAD, database_url, drop_database, endpoint, machine, run_worker  # noqa: E402
 from bench.local import free_port  # noqa: E402
@@ -28,7 +27,8 @@ from webhooks.cli import create_tenant, migrate  # noqa: E402
 from webhooks.config import Settings  # noqa: E402
 from webhooks.ingest import accept_event  # noqa: E402
 from webhooks.models import Tenant  # noqa: E402
-from webhooks.publisher import Publisher, connection_parameters  # noqa: E402
+from webhooks.brokers import connect  # noqa: E402
+from webhooks.publisher import Publisher  # noqa: E402
 
 
 def start_black_hole(port: int) -> None:
@@ -50,7 +50,7 @@ def run(events: int, with_dead: bool, timeout: float, kind: str) -> float:
     """Healthy deliveries per second for one configuration."""
     settings = Settings.from_env(env={}, database_url=database_url(kind), queue_prefix=f"bench_noisy_{os.getpid()}",
                                  allow_private_targets=True, delivery_timeout=timeout)
-    connection = pika.BlockingConnection(connection_parameters(settings.amqp_url, 5))
+    connection = connect(settings.amqp_url, 5)
     settings.topology.declare(connection.channel())
     db.init_database(settings.database_url)
     migrate()
@@ -90,7 +90,7 @@ def main() -> None:
     alone = run(args.events, False, args.timeout, args.database)
     noisy = run(args.events, True, args.timeout, args.database)
     print(machine())
-    print(f"{args.events} events x 9 healthy endpoints, DELIVERY_TIMEOUT={args.timeout}s, database {args.database}, one worker (16 threads)")
+    print(f"{args.events} events x 9 healthy endpoints, DELIVERY_TIMEOUT={args.timeout}s, database {args.database}, one worker process (default settings)")
     print(f"healthy throughput alone: {alone:.0f} deliveries/s")
     print(f"healthy throughput with 1 endpoint that always times out: {noisy:.0f} deliveries/s ({noisy / alone:.0%})")
 

@@ -20,9 +20,15 @@ PAYLOAD: dict[str, Any] = {
 }
 
 
-def event_request() -> bytes:
+def event_request(event_type: str = EVENT_TYPE) -> bytes:
     """Body of ``POST /v1/events``."""
-    return json.dumps({"event_type": EVENT_TYPE, "payload": PAYLOAD}, separators=(",", ":")).encode()
+    return json.dumps({"event_type": event_type, "payload": PAYLOAD}, separators=(",", ":")).encode()
+
+
+def batch_request(event_types: list[str]) -> bytes:
+    """Body of ``POST /v1/events/batch``: one event of each of ``event_types``, in that order."""
+    return json.dumps([{"event_type": event_type, "payload": PAYLOAD} for event_type in event_types],
+                      separators=(",", ":")).encode()
 
 
 def webhook_body() -> bytes:

@@ -7,13 +7,27 @@ step that failed or timed out says so instead of a number.
 
 from __future__ import annotations
 
-import math
+import shutil
 from pathlib import Path
 from typing import Any
 
+from bench import engine_report, ingest_steps
 from bench.harness import BENCH
+from bench.report_common import floor_rate as _floor_rate
+from bench.report_common import heading as _heading
+from bench.report_common import peer_ratio_row
+from bench.report_common import mib as _mib
+from bench.report_common import n as _n
+from bench.report_common import overrides as _overrides
+from bench.report_common import ok as _ok
+from bench.report_common import service_rate as _service_rate
+from bench.report_common import verdict as _verdict
+from bench.report_common import why as _why
 
 RESULTS = BENCH / "RESULTS.md"
+
+#: Every step of a full run, in the order run.py runs them (the keys of its results).
+STEPS = ("receiver", "peers", "service", "ingest", "noisy", "ladder", "backlog", *engine_report.STEPS)
 START = "<!-- bench:run:start -->"
 END = "<!-- bench:run:end -->"
 
@@ -31,45 +45,12 @@ def write_results(markdown: str, path: Path = RESULTS) -> None:
     path.write_text(text)
 
 
-# -- formatting ----------------------------------------------------------------------------------
-
-
-def _ok(step: Any) -> bool:
-    return isinstance(step, dict) and step.get("status", "ok") == "ok"
-
-
-def _why(step: Any) -> str:
-    if not isinstance(step, dict):
-        return "not run"
-    return f"{step.get('status')}: {str(step.get('error', '')).splitlines()[0][:160]}"
-
-
-def _heading(add: Any, title: str, *steps: Any) -> bool:
-    """Write a section's heading; False (after saying why) when any of its ``steps`` was not measured."""
-    add(f"### {title}")
-    add("")
-    for step in steps:
-        if not _ok(step):
-            add(f"Not measured ({_why(step)}).")
-            add("")
-            return False
-    return True
-
-
-def _n(x: Any, digits: int = 0) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{x:,.{digits}f}"
-
-
-def _mib(memory: dict[str, Any] | None, key: str = "peak_mib") -> str:
-    if not memory or key not in memory or memory[key] is None:
-        return "–"
-    return f"{memory[key]:.0f} MiB"
-
-
-def _verdict(met: bool | None) -> str:
-    return "not measured" if met is None else ("**met**" if met else "**not met**")
+def publish_plots(source: Path, target: Path = BENCH) -> list[Path]:
+    """Copy the run's plots (``*.png`` in ``source``) next to RESULTS.md, which links them."""
+    copied = []
+    for plot in sorted(source.glob("*.png")):
+        copied.append(Path(shutil.copy2(plot, target / plot.name)))
+    return copied
 
 
 # -- sections ------------------------------------------------------------------------------------
@@ -94,8 +75,9 @@ def render(r: dict[str, Any]) -> str:
         f"{', ' + m['os'] if m.get('os') else ''}; load average at start {load[0]:.2f}")
     add(f"- **Versions**: Python {v['python']}, RabbitMQ {v['rabbitmq']}, PostgreSQL {v['postgresql']}, "
         f"dramatiq {v['dramatiq']}, celery {v['celery']} (kombu {v['kombu']}, amqp {v['amqp']}), pika {v['pika']}, "
-        f"httpx {v['httpx']}, gunicorn {v['gunicorn']}, Flask {v['Flask']}, peewee {v['peewee']}, "
-        f"psycopg2-binary {v['psycopg2-binary']}, psutil {v['psutil']}, wrk {v['wrk']}")
+        f"httpx {v['httpx']}, aiohttp {v.get('aiohttp', '–')}, gunicorn {v['gunicorn']}, Flask {v['Flask']}, "
+        f"peewee {v['peewee']}, psycopg2-binary {v['psycopg2-binary']}, psutil {v['psutil']}, "
+        f"matplotlib {v.get('matplotlib', '–')}, wrk {v['wrk']}")
     if r.get("overridden_service_pins"):
         add(f"- **Environment**: `bench/.venv` = `bench/requirements.txt` + the service's `requirements.txt`; where "
             f"they differ the bench's pin wins: {', '.join('`' + p + '`' for p in r['overridden_service_pins'])} "
@@ -103,77 +85,40 @@ def render(r: dict[str, Any]) -> str:
             "uses it)")
     add(f"- **Same for every contender**: one receiver process (`bench/receiver.py`, asyncio, keep-alive, answers "
         f"200); the same ~1 KB JSON body; {plan['events']:,} messages pre-loaded before the workers start; "
-        f"**{plan['processes']} worker processes (one per core) × 8 threads**: floor 2 × `python -m bench.peers.floor "
-        "--threads 8`; dramatiq `--processes 2 --threads 8`; Celery 2 × `worker --pool threads --concurrency 8`; the "
-        "service 2 × `python -m webhooks.worker` with `WORKER_THREADS=8` (plus one `python -m webhooks.clock`; web: "
-        "`gunicorn -w 2`). Prefetch is each one's default (floor and service: 8 per process, dramatiq 16, Celery 32). "
-        "Rates are arrivals at the receiver per second after discarding the first 10%.")
+        f"**{plan['processes']} worker processes (one per core)**: floor 2 × `python -m bench.peers.floor "
+        "--threads 8`; async floor 2 × `python -m bench.peers.async_floor --prefetch 256`; dramatiq `--processes 2 "
+        "--threads 8`; Celery 2 × `worker --pool threads --concurrency 8`; the service 2 × `python -m "
+        "webhooks.worker` with its **default settings** (plus one `python -m webhooks.clock`; web: `gunicorn -w 2`). "
+        "Prefetch is each one's default (floor 8 per process, dramatiq 16, Celery 32). Rates are arrivals at the "
+        "receiver per second after discarding the first 10%.")
     add("")
+    engine_report.targets(r, add)
     _targets(r, add)
     _receiver(r, add)
     _throughput(r, add)
     _service(r, add)
+    ingest_steps.render(r, add)
     _scale(r, add)
     _noisy(r, add)
     _ladder(r, add)
     _backlog(r, add)
+    engine_report.sections(r, add)
     _problems(r, add)
     return "\n".join(out) + "\n"
 
 
-def _floor_rate(r: dict[str, Any]) -> float | None:
-    floor = r.get("peers", {}).get("floor")
-    return floor["rate"] if _ok(floor) else None
-
-
-def _service_rate(r: dict[str, Any]) -> float | None:
-    step = r.get("service", {}).get("throughput")
-    return step["rate"] if _ok(r.get("service")) and _ok(step) else None
-
-
 def _targets(r: dict[str, Any], add: Any) -> None:
-    add("### Targets")
+    add("### Earlier targets")
     add("")
     add("| target | measured | verdict |")
     add("|---|---|---|")
-    service, floor = _service_rate(r), _floor_rate(r)
-    peers = r.get("peers", {})
-    if service and floor:
-        add(f"| service ≥ 0.75 × floor | {service / floor:.2f} × ({_n(service)} vs {_n(floor)} deliveries/s) | "
-            f"{_verdict(service >= 0.75 * floor)} |")
-    else:
-        add("| service ≥ 0.75 × floor | – | not measured |")
-    for name in ("dramatiq", "celery"):
-        peer = peers.get(name)
-        if service and _ok(peer):
-            add(f"| service ≥ 2 × {name} | {service / peer['rate']:.2f} × ({_n(service)} vs {_n(peer['rate'])}) | "
-                f"{_verdict(service >= 2 * peer['rate'])} |")
-        else:
-            add(f"| service ≥ 2 × {name} | – | not measured |")
+    add(peer_ratio_row(r, "floor", 0.75))
     throughput = r.get("service", {}).get("throughput")
     if _ok(throughput):
         ingest = throughput["ingest"]["rate"]
         add(f"| ingestion ≥ 1,500 events/s | {_n(ingest)} events/s | {_verdict(ingest >= 1500)} |")
     else:
         add("| ingestion ≥ 1,500 events/s | – | not measured |")
-    latency = r.get("service", {}).get("latency")
-    if _ok(latency) and latency.get("delivered"):
-        met = latency["p99_ms"] < 100 and latency["missing"] == 0
-        add(f"| p99 POST→delivered < 100 ms at {latency['rate']:.0f} events/s | p99 {_n(latency['p99_ms'], 1)} ms "
-            f"(p50 {_n(latency['p50_ms'], 1)} ms{', ' + str(latency['missing']) + ' not delivered' if latency['missing'] else ''})"
-            f" | {_verdict(met)} |")
-    else:
-        add("| p99 POST→delivered < 100 ms at 200 events/s | – | not measured |")
-    ladder = r.get("ladder")
-    if _ok(ladder):
-        worst = max(abs(t["max_s"]) for t in ladder["tiers"].values())
-        early = min(t["min_s"] for t in ladder["tiers"].values())
-        total = sum(t["retries"] for t in ladder["tiers"].values())
-        within = sum(t["within_1s"] for t in ladder["tiers"].values())
-        add(f"| every ladder retry within 1 s of schedule | {within}/{total} within 1 s; latest {_n(worst, 3)} s "
-            f"late, earliest {_n(early, 3)} s | {_verdict(total > 0 and within == total)} |")
-    else:
-        add("| every ladder retry within 1 s of schedule | – | not measured |")
     backlog = r.get("backlog")
     if _ok(backlog) and backlog.get("memory"):
         mem = backlog["memory"]
@@ -211,14 +156,15 @@ def _receiver(r: dict[str, Any], add: Any) -> None:
 
 def _throughput(r: dict[str, Any], add: Any) -> None:
     plan = r["plan"]
-    add(f"### Throughput ({plan['events']:,} messages each, {plan['processes']} processes × 8 threads)")
+    add(f"### Throughput ({plan['events']:,} messages each, {plan['processes']} processes)")
     add("")
     add("| contender | queue | sustained deliveries/s | × floor | worker start → last arrival | peak RSS, largest process |")
     add("|---|---|---|---|---|---|")
     floor = _floor_rate(r)
     rows = [
-        ("floor", "floor: pika consumer, httpx POST, ack (no DB, no signing)", "quorum, the service's primary-queue arguments"),
+        ("floor", "floor: pika consumer, 8 threads, httpx POST, ack (no DB, no signing)", "quorum, the service's primary-queue arguments"),
         ("floor-classic", "floor, same code", "classic"),
+        ("async-floor", "async floor: pika `AsyncioConnection` + one aiohttp `ClientSession`, 256 in flight, POST, ack (no DB)", "quorum, the service's primary-queue arguments"),
         ("dramatiq", f"dramatiq {r['versions']['dramatiq']}: actor, `Retries` exponential backoff", "classic (dramatiq's own declaration)"),
         ("celery", f"Celery {r['versions']['celery']}: task, `autoretry_for` + `retry_backoff`, `acks_late`, no result backend", "classic (Celery's default)"),
     ]
@@ -239,9 +185,8 @@ def _throughput(r: dict[str, Any], add: Any) -> None:
     else:
         add(f"| **this service** | quorum | {_why(step if step else r.get('service'))} | | | |")
     add("")
-    add("The service's deliveries here go to one endpoint, so its workers run with `ENDPOINT_MAX_IN_FLIGHT` = "
-        "processes × threads (the default, 4 calls at a time per endpoint, would hold it alone to 4 concurrent "
-        "calls while every other contender has 16). Its log level is its default (INFO: one line per attempt).")
+    add(f"The service runs with its default settings ({engine_report.service_settings_note(r)}), to one endpoint; "
+        "its log level is its default (INFO: one line per attempt).")
     add("")
 
 
@@ -307,8 +252,9 @@ def _noisy(r: dict[str, Any], add: Any) -> None:
     alone, dead = step["alone"], step["with_dead"]
     add(f"{alone['events']:,} events to a tenant with 9 healthy endpoints, then {dead['events']:,} to one with the "
         f"same 9 plus one that accepts the connection and never answers (`DELIVERY_TIMEOUT={step['delivery_timeout']:g}`); "
-        "the service's defaults otherwise (4 calls at a time per endpoint, offline after 5 consecutive failures); "
-        "2 worker processes × 8 threads; events pre-loaded, workers started, healthy arrivals timed.")
+        f"the service's defaults otherwise ({engine_report.service_settings_note(r, step)}; offline after 5 consecutive "
+        f"failures); {r['plan']['processes']} worker processes; events pre-loaded, workers started, healthy arrivals "
+        "timed.")
     add("")
     add("| | healthy deliveries | worker start → last healthy arrival | healthy deliveries/s (from start) | sustained (after 10%) |")
     add("|---|---|---|---|---|")
@@ -328,7 +274,8 @@ def _ladder(r: dict[str, Any], add: Any) -> None:
         return
     depths = ", ".join(f"{tier} {depth}" for tier, depth in step["max_tier_depths"].items())
     add(f"`RETRY_LADDER={step['ladder']}`, an endpoint that always answers 500 (`OFFLINE_AFTER_FAILURES` set out of "
-        "reach, so it keeps its ladder instead of parking; in-flight cap 16). "
+        "reach, so it keeps its ladder instead of parking; `ENDPOINT_MAX_IN_FLIGHT` raised to 16 only where the "
+        f"service's default is lower; settings: {_overrides(step)}). "
         f"{step['first_batch']} events first (100/s) walked down into the longest tier "
         f"({step['long_tier_depth_before_second']} messages waiting there), then {step['second_batch']} more over "
         f"{r['plan']['ladder_second_seconds']:.0f} s failed into the short tiers while it was full; every delivery "
@@ -383,10 +330,10 @@ def _problems(r: dict[str, Any], add: Any) -> None:
                 if isinstance(value, dict):
                     walk(f"{name} / {key}", value)
 
-    for key in ("receiver", "peers", "service", "noisy", "ladder", "backlog"):
+    for key in STEPS:
         walk(key, r.get(key))
     add("### Not measured, and why")
     add("")
-    missing = [key for key in ("receiver", "peers", "service", "noisy", "ladder", "backlog") if key not in r]
+    missing = [key for key in STEPS if key not in r]
     problems += [f"- {key}: not run" for key in missing]
     add("\n".join(problems) if problems else "Everything above was measured in this run.")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark harness: the service against a floor, dramatiq and Celery, plus four scenarios.
+"""Benchmark harness: the service against two floors, dramatiq and Celery, plus scenarios.
 
 ``python bench/run.py [--events N] [--quick]`` does everything in one go: it makes its own
 virtualenv ``bench/.venv`` (``bench/requirements.txt`` plus the service's
@@ -8,16 +8,22 @@ and PostgreSQL, with one receiver process (``bench/receiver.py``) for everybody:
 
 1. measures the receiver's own capacity (wrk);
 2. throughput of the floor (minimal pika + httpx consumer, on the service's quorum queue
-   type; again on a classic queue), dramatiq and Celery: N messages pre-loaded, then
-   one worker process per core, 8 threads each; the floor also with 1 and 4 processes;
-3. the service end to end: ingestion through gunicorn (workers stopped), delivery of the
-   same N events by one worker process per core (every attempt logged, PostgreSQL),
-   latency from ``POST /v1/events`` to the receiver at 200 events/s, worker memory,
-   and delivery with 1 and 4 worker processes;
-4. noisy neighbour, ladder fidelity, backlog drain;
+   type; again on a classic queue), the async floor (pika ``AsyncioConnection`` +
+   aiohttp), dramatiq and Celery: N messages pre-loaded, then one worker process per
+   core, 8 threads each (the async floor: 256 messages in flight); the floor also with
+   1 and 4 processes;
+3. the service end to end, with its default settings: ingestion through gunicorn
+   (workers stopped), delivery of the same N events by one worker process per core
+   (every attempt logged, PostgreSQL), latency from ``POST /v1/events`` to the receiver
+   at 200 events/s, worker memory, and delivery with 1 and 4 worker processes;
+4. ingestion of single events and of batches of 100 (``bench/ingest_steps.py``); noisy neighbour,
+   ladder fidelity, backlog drain;
+5. slow receivers (``bench/engine_steps.py``, ``bench/flood.py``): 50 endpoints answering
+   after 200 ms, one such endpoint, one that slows down above 50 calls in flight (plotted),
+   a tenant's flood beside another tenant's trickle, 10,000 deliveries in flight;
 
-and rewrites the generated part of ``bench/RESULTS.md`` (between the
-``bench:run`` markers). ``--quick`` uses small numbers (a few minutes in all).
+and rewrites the generated part of ``bench/RESULTS.md`` (between the ``bench:run``
+markers) and the plots it links (``bench/*.png``). ``--quick`` uses small numbers.
 Every step has a time limit; every process, queue and database it made is removed
 at exit, on Ctrl-C too. Logs of every process: ``bench/.logs/``.
 """
@@ -99,8 +105,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "default: it paces the drain)")
     parser.add_argument("--from-json", metavar="PATH",
                         help="only rewrite RESULTS.md from the figures of an earlier run (bench/.logs/results.json)")
-    parser.add_argument("--only", help="comma-separated steps (receiver,peers,service,noisy,ladder,backlog); "
-                                       "a partial run prints its tables and leaves RESULTS.md alone")
+    parser.add_argument("--only", help="comma-separated steps (receiver,peers,service,ingest,noisy,ladder,backlog,"
+                                       "fanout,slow,climb,flood,inflight); a partial run prints its tables and "
+                                       "leaves RESULTS.md and the plots in bench/ alone")
     return parser.parse_args(argv)
 
 

@@ -1,8 +1,11 @@
 """The steps of ``bench/run.py``: each returns a dict of figures (or of what went wrong).
 
 Runs inside ``bench/.venv``. Every contender gets the same receiver process, the same
-~1 KB payload, the same number of messages, ``os.cpu_count()`` worker processes of
-``THREADS`` threads each, and its own queues (``bench_<contender>_<pid>``).
+~1 KB payload, the same number of messages, ``os.cpu_count()`` worker processes, and its
+own queues (``bench_<contender>_<pid>``). The thread-pool contenders run ``THREADS``
+threads per process, the async floor ``ASYNC_PREFETCH`` messages in flight per process;
+the service runs with its default settings (exceptions, where a step needs one, are
+recorded in its ``service_overrides`` and named in the report).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from bench import harness, report
+from bench import engine_steps, flood, harness, ingest_steps, report
+from bench.engine_steps import EnginePlan
 from bench.harness import (
     CLEANUP,
     PROCS,
@@ -32,17 +36,20 @@ from bench.harness import (
     RssSampler,
     ScenarioTimeout,
     log,
-    percentile,
-    steady_rate,
 )
 from bench.payload import webhook_body
-from bench.stack import ServiceStack
+from bench.stack import ServiceStack, service_defaults
+from bench.stats import WARMUP, percentile, steady_rate
 
-#: Threads per worker process, for every contender (the service's ``WORKER_THREADS``).
+#: Threads per worker process of the thread-pool contenders (floor, dramatiq, Celery).
 THREADS = 8
 
-#: Share of the first arrivals discarded as warm-up before a rate is computed.
-WARMUP = 0.10
+#: Messages in flight per process of the async floor (its prefetch; the calls it holds at once).
+ASYNC_PREFETCH = 256
+
+#: The ladder step's in-flight cap per endpoint when the service's default is below it: retries
+#: that fall due together must not be deferred by the cap, or the step measures the cap, not the ladder.
+LADDER_MIN_IN_FLIGHT = 16
 
 #: The backlog drain counts as stalled when nothing is delivered for this long (seconds).
 STALL_SECONDS = 60.0
@@ -129,6 +136,11 @@ def receiver_capacity(receiver: Receiver, plan: Plan, deadline: Deadline) -> dic
 # -- floor, dramatiq, Celery ---------------------------------------------------------------------
 
 
+def _is_floor(kind: str) -> bool:
+    """The floors (``floor``, ``floor-classic``, ``async-floor``): queue declared and pre-loaded by the harness."""
+    return "floor" in kind
+
+
 def _declare_floor_queue(queue: str, quorum: bool) -> None:
     from webhooks.topology import DELIVERY_LIMIT, QUORUM  # the service's own primary-queue arguments
 
@@ -142,6 +154,9 @@ def _declare_floor_queue(queue: str, quorum: bool) -> None:
 
 def _peer_workers(kind: str, queue: str, url: str, processes: int) -> list[Child]:
     env = {"BENCH_QUEUE": queue, "BENCH_AMQP_URL": harness.AMQP_URL}
+    if kind == "async-floor":
+        return [PROCS.start(f"{kind}-{i}", [PYTHON, "-m", "bench.peers.async_floor", "--queue", queue, "--url", url,
+                                            "--prefetch", str(ASYNC_PREFETCH)], env) for i in range(processes)]
     if kind.startswith("floor"):
         return [PROCS.start(f"{kind}-{i}", [PYTHON, "-m", "bench.peers.floor", "--queue", queue, "--url", url,
                                             "--threads", str(THREADS)], env) for i in range(processes)]
@@ -169,9 +184,9 @@ def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, 
     url = receiver.url(path)
     extra = [f"{queue}.DQ", f"{queue}.XQ"] if kind == "dramatiq" else []
     CLEANUP.add(f"delete queue {queue}", lambda: harness.delete_broker_objects(queue + ".", [queue, *extra], [queue]))
-    if kind.startswith("floor"):
-        _declare_floor_queue(queue, quorum=kind == "floor")
-    preload_kind = "floor" if kind.startswith("floor") else kind
+    if _is_floor(kind):
+        _declare_floor_queue(queue, quorum=kind != "floor-classic")
+    preload_kind = "floor" if _is_floor(kind) else kind
     out = PROCS.start(f"{tag}-preload", [PYTHON, "-m", "bench.peers.preload", preload_kind, "--queue", queue,
                                          "--url", url, "--count", str(events)],
                       {"BENCH_QUEUE": queue, "BENCH_AMQP_URL": harness.AMQP_URL})
@@ -191,7 +206,8 @@ def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, 
     times = [row[0] for row in receiver.dump(path)]
     rate, span = steady_rate(times, WARMUP)
     harness.delete_broker_objects(queue + ".", [queue, *extra], [queue])
-    result = {"contender": kind, "processes": processes, "threads": THREADS, "messages": events,
+    concurrency = {"prefetch": ASYNC_PREFETCH} if kind == "async-floor" else {"threads": THREADS}
+    result = {"contender": kind, "processes": processes, **concurrency, "messages": events,
               "arrivals": len(times), "rate": rate, "steady_seconds": span,
               "from_start_seconds": max(times) - started, "memory": rss.summary()}
     log(f"   {kind} ({processes} processes): {rate:,.0f} deliveries/s sustained")
@@ -200,8 +216,8 @@ def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, 
 
 def peers(receiver: Receiver, plan: Plan, deadline: Deadline) -> dict[str, Any]:
     results: dict[str, Any] = {}
-    per_step = deadline.left() / 6
-    for kind in ("floor", "floor-classic", "dramatiq", "celery"):
+    per_step = deadline.left() / 7
+    for kind in ("floor", "floor-classic", "async-floor", "dramatiq", "celery"):
         results[kind] = guarded(f"{kind} throughput",
                                 lambda d, k=kind: peer_throughput(k, receiver, plan.events, plan.processes, d),
                                 min(per_step, deadline.left()))
@@ -223,31 +239,20 @@ def _service_delivery(stack: ServiceStack, receiver: Receiver, plan: Plan, name:
     tenant = stack.tenant(name)
     path = f"/svc/{name}"
     endpoint = stack.endpoint(tenant, receiver.url(path))
-    ingest = stack.ingest(tenant, plan.events, deadline)
+    # Every event's message is in the queue before the workers start.
+    ingest = stack.preload(tenant, plan.events, 1, deadline)
     events = ingest["events"]
     log(f"   ingested {events} events at {ingest['rate']:,.0f}/s (server side; wrk non-2xx: {ingest['client_non_2xx']})")
-    while stack.primary_depth() < events:  # every event's message is in the queue before the workers start
-        deadline.check()
-        time.sleep(0.2)
-    # The in-flight cap per endpoint would otherwise hold every contender but this one to 4 calls at a time.
-    workers = stack.start_workers(processes, {"WORKER_THREADS": str(THREADS),
-                                              "ENDPOINT_MAX_IN_FLIGHT": str(processes * THREADS)})
-    stack.start_clock()
-    started = time.time()
-    try:
-        with RssSampler(workers, 0.5) as rss:
-            receiver.wait_for(path, events, deadline, also=stack.check_alive)
-    finally:
-        stack.stop_workers()
+    run = stack.deliver(receiver, path, events, processes, deadline.left(), deadline, every=0.1, rss_every=0.5)
     times = [row[0] for row in receiver.dump(path)]
     rate, span = steady_rate(times, WARMUP)
     attempts = stack.sql.value("SELECT count(*) FROM attempt WHERE endpoint_id = %s", (endpoint,))
     delivered = stack.sql.value("SELECT count(*) FROM delivery WHERE endpoint_id = %s AND status = 'delivered'",
                                 (endpoint,))
     log(f"   service ({processes} worker processes): {rate:,.0f} deliveries/s sustained, {attempts} attempts logged")
-    return {"processes": processes, "threads": THREADS, "events": events, "arrivals": len(times),
-            "rate": rate, "steady_seconds": span, "from_start_seconds": max(times) - started,
-            "attempts_logged": attempts, "delivered": delivered, "memory": rss.summary(), "ingest": ingest}
+    return {"processes": processes, "events": events, "arrivals": len(times),
+            "rate": rate, "steady_seconds": span, "from_start_seconds": max(times) - run.started,
+            "attempts_logged": attempts, "delivered": delivered, "memory": run.rss.summary(), "ingest": ingest}
 
 
 def _service_latency(stack: ServiceStack, receiver: Receiver, plan: Plan, deadline: Deadline) -> dict[str, Any]:
@@ -255,8 +260,7 @@ def _service_latency(stack: ServiceStack, receiver: Receiver, plan: Plan, deadli
     tenant = stack.tenant("latency")
     path = "/svc/latency"
     stack.endpoint(tenant, receiver.url(path))
-    workers = stack.start_workers(plan.processes, {"WORKER_THREADS": str(THREADS),
-                                                   "ENDPOINT_MAX_IN_FLIGHT": str(plan.processes * THREADS)})
+    workers = stack.start_workers(plan.processes)
     stack.start_clock()
     time.sleep(2.0)  # workers connected and consuming
     count = int(plan.latency_rate * plan.latency_seconds)
@@ -300,7 +304,7 @@ def service(receiver: Receiver, plan: Plan, deadline: Deadline) -> dict[str, Any
     try:
         stack.release()
         stack.start_web()
-        results: dict[str, Any] = {"prefix": stack.prefix}
+        results: dict[str, Any] = {"prefix": stack.prefix, "service_overrides": stack.overrides}
         results["throughput"] = guarded(
             "service: ingestion, then delivery with one worker process per core",
             lambda d: _service_delivery(stack, receiver, plan, "throughput", plan.processes, d),
@@ -335,7 +339,7 @@ def _noisy_run(stack: ServiceStack, receiver: Receiver, plan: Plan, name: str, w
     while stack.primary_depth() < events * (10 if with_dead else 9):
         deadline.check()
         time.sleep(0.2)
-    stack.start_workers(plan.processes, {"WORKER_THREADS": str(THREADS)})
+    stack.start_workers(plan.processes)
     stack.start_clock()
     started = time.time()
     try:
@@ -367,7 +371,8 @@ def noisy(receiver: Receiver, plan: Plan, deadline: Deadline) -> dict[str, Any]:
                         lambda d: _noisy_run(stack, receiver, plan, "alone", False, d), deadline.left() / 2)
         with_dead = guarded("noisy neighbour: 9 healthy + 1 that always times out",
                             lambda d: _noisy_run(stack, receiver, plan, "withdead", True, d), deadline.left())
-        result = {"alone": alone, "with_dead": with_dead, "delivery_timeout": plan.noisy_timeout}
+        result = {"alone": alone, "with_dead": with_dead, "delivery_timeout": plan.noisy_timeout,
+                  "service_overrides": stack.overrides}
         if alone.get("status") == "ok" and with_dead.get("status") == "ok":
             result["ratio_from_start"] = with_dead["rate_from_start"] / alone["rate_from_start"]
             result["ratio_steady"] = with_dead["rate_steady"] / alone["rate_steady"]
@@ -386,10 +391,11 @@ def ladder(receiver: Receiver, plan: Plan, deadline: Deadline) -> dict[str, Any]
 
     tiers = [name_ms(parse_ms(part)) for part in plan.ladder.split(",")]
     # Offline after N failures would park this always-failing endpoint (the health feature, not the
-    # ladder); the in-flight cap would defer retries that fall due together.
-    stack = ServiceStack("ladder", {"RETRY_LADDER": plan.ladder, "OFFLINE_AFTER_FAILURES": "1000000000",
-                                    "ENDPOINT_MAX_IN_FLIGHT": str(plan.processes * THREADS),
-                                    "WORKER_THREADS": str(THREADS)})
+    # ladder); an in-flight cap below LADDER_MIN_IN_FLIGHT would defer retries that fall due together.
+    env = {"RETRY_LADDER": plan.ladder, "OFFLINE_AFTER_FAILURES": "1000000000"}
+    if int(service_defaults()["ENDPOINT_MAX_IN_FLIGHT"]) < LADDER_MIN_IN_FLIGHT:
+        env["ENDPOINT_MAX_IN_FLIGHT"] = str(LADDER_MIN_IN_FLIGHT)
+    stack = ServiceStack("ladder", env)
     try:
         stack.release()
         stack.start_web()
@@ -432,7 +438,8 @@ def ladder(receiver: Receiver, plan: Plan, deadline: Deadline) -> dict[str, Any]
                 depths[tier] = max(depths[tier], harness.queue_depth(f"{stack.prefix}.wait.{tier}"))
             time.sleep(0.5)
         stack.stop_workers()
-        return {"ladder": plan.ladder, "first_batch": len(first), "second_batch": len(sent_second),
+        return {"service_overrides": stack.overrides,
+                "ladder": plan.ladder, "first_batch": len(first), "second_batch": len(sent_second),
                 "accepted": accepted, "long_tier_depth_before_second": long_depth, "max_tier_depths": depths,
                 **_lateness(stack, receiver, endpoint, path, tiers)}
     finally:
@@ -483,11 +490,11 @@ def backlog(plan: Plan, deadline: Deadline) -> dict[str, Any]:
     # is back fires within 2 s, and no delivery runs out of attempts meanwhile.
     steps = max(600, int(plan.backlog_timeout))
     ladder = ",".join(["2s"] * steps)
-    stack = ServiceStack("backlog", {"RETRY_LADDER": ladder, "RELEASE_RATE": f"{plan.release_rate:g}",
-                                     "WORKER_THREADS": str(THREADS)})
+    stack = ServiceStack("backlog", {"RETRY_LADDER": ladder, "RELEASE_RATE": f"{plan.release_rate:g}"})
     down = Receiver("receiver-backlog")
     result: dict[str, Any] = {"backlog": plan.backlog, "release_rate": plan.release_rate,
-                              "ladder": f"2s x {steps}", "timeout": plan.backlog_timeout}
+                              "ladder": f"2s x {steps}", "timeout": plan.backlog_timeout,
+                              "service_overrides": {**stack.overrides, "RETRY_LADDER": f"2s x {steps}"}}
     try:
         stack.release()
         stack.start_web()
@@ -583,7 +590,7 @@ def versions() -> dict[str, str]:
         except Exception as error:  # noqa: BLE001
             found[step] = f"unknown ({error})"
     for package in ("dramatiq", "celery", "kombu", "amqp", "pika", "httpx", "psutil", "gunicorn", "Flask", "peewee",
-                    "psycopg2-binary"):
+                    "psycopg2-binary", "aiohttp", "matplotlib"):
         try:
             found[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
@@ -631,10 +638,10 @@ def run_everything(args: argparse.Namespace) -> int:
         log("wrk is missing and could not be installed (apt-get install wrk): cannot measure the receiver or ingestion")
         return 2
     results: dict[str, Any] = {"command": command, "plan": plan.__dict__, "machine": machine(), "versions": versions(),
-                               "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+                               "date": time.strftime("%Y-%m-%d %H:%M %Z"), "service_defaults": service_defaults(),
                                "overridden_service_pins": service_requirements_for_bench()[1]}
-    log(f"benchmark: {command}; {plan.processes} worker processes x {THREADS} threads per contender; "
-        f"logs in {PROCS.log_dir}")
+    log(f"benchmark: {command}; {plan.processes} worker processes per contender ({THREADS} threads each for the "
+        f"thread-pool ones; the service with its default settings); logs in {PROCS.log_dir}")
     for stale in PROCS.log_dir.glob("*") if PROCS.log_dir.exists() else []:
         if stale.is_file():
             stale.unlink()  # the logs of the previous run
@@ -646,6 +653,8 @@ def run_everything(args: argparse.Namespace) -> int:
         results["peers"] = peers(receiver, plan, Deadline(900 * budget, "peers"))
     if wanted("service"):
         results["service"] = guarded("this service", lambda d: service(receiver, plan, d), 1200 * budget)
+    if wanted("ingest"):
+        results["ingest"] = guarded("ingestion", lambda d: ingest_steps.ingest(plan.quick, d), 900 * budget)
     if wanted("noisy"):
         results["noisy"] = guarded("noisy neighbour", lambda d: noisy(receiver, plan, d), 600 * budget)
     if wanted("ladder"):
@@ -653,6 +662,16 @@ def run_everything(args: argparse.Namespace) -> int:
     if wanted("backlog"):
         results["backlog"] = guarded("backlog", lambda d: backlog(plan, d),
                                      plan.backlog_timeout + plan.backlog / 20 + 600)
+    engine = EnginePlan.from_args(args)
+    results["engine_plan"] = engine.__dict__
+    for name, title, step, seconds in (
+            ("fanout", "50 endpoints answering after 200 ms, one worker process", engine_steps.fanout, 600),
+            ("slow", "one endpoint answering after 200 ms", engine_steps.slow, 600),
+            ("climb", "an endpoint slowing down above 50 calls in flight", engine_steps.climb, 600),
+            ("flood", "tenant flood", flood.flood, 1200),
+            ("inflight", "deliveries in flight to endpoints taking 5 s", engine_steps.inflight, 600)):
+        if wanted(name):
+            results[name] = guarded(title, lambda d, s=step: s(receiver, engine, d), seconds * budget)
     receiver.stop()
     results["wall_seconds"] = time.time() - started
     PROCS.log_dir.mkdir(exist_ok=True)
@@ -660,6 +679,7 @@ def run_everything(args: argparse.Namespace) -> int:
     markdown = report.render(results)
     if only is None:
         report.write_results(markdown)
+        report.publish_plots(PROCS.log_dir)
         log(f"wrote the generated section of bench/RESULTS.md ({results['wall_seconds'] / 60:.1f} min)")
     else:
         print(markdown)

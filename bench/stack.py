@@ -19,13 +19,15 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import httpx
 
 from bench import harness
-from bench.harness import CLEANUP, PROCS, PYTHON, ROOT, Child, Deadline, Sql
+from bench.harness import CLEANUP, PROCS, PYTHON, ROOT, Child, Deadline, Receiver, RssSampler, Sql
 from bench.payload import EVENT_TYPE, event_request
+from bench.stats import steady_rate
 
 
 @dataclass
@@ -34,13 +36,64 @@ class Tenant:
     api_key: str
 
 
+#: Seconds the primary queue's depth may stay unchanged while pre-loading before the step goes on without it.
+PRELOAD_SETTLED = 10.0
+
+#: The service's settings whose defaults the report states (environment name: ``Settings`` field).
+REPORTED_SETTINGS = {"ENDPOINT_MAX_IN_FLIGHT": "endpoint_max_in_flight", "WORKER_PREFETCH": "worker_prefetch",
+                     "WORKER_THREADS": "worker_threads", "DELIVERY_TIMEOUT": "delivery_timeout"}
+
+
+def service_defaults() -> dict[str, Any]:
+    """The defaults of ``REPORTED_SETTINGS`` that this checkout of the service has (read from its
+    own ``Settings``; a setting it does not have is left out)."""
+    from webhooks.config import Settings
+
+    settings = Settings.from_env(env={})
+    return {name: getattr(settings, field) for name, field in REPORTED_SETTINGS.items() if hasattr(settings, field)}
+
+
+@dataclass
+class PacedSender:
+    """A running ``bench.loadgen paced`` process and the file it writes its results to."""
+
+    child: Child
+    out: Path
+
+    def results(self, grace: float = 30.0) -> list[dict[str, Any]]:
+        """Stop starting requests (SIGTERM; a finished sender ignores it), wait for those started, read them all."""
+        PROCS.stop(self.child, grace=grace)
+        if not self.out.exists():
+            raise RuntimeError(f"paced sender wrote no results ({self.child.popen.returncode}):\n{self.child.tail()}")
+        results = json.loads(self.out.read_text())
+        self.out.unlink()
+        return results
+
+
+@dataclass
+class DeliveryRun:
+    """Workers started on a pre-loaded queue, stopped when every delivery arrived or time ran out."""
+
+    started: float
+    ended: float
+    finished: bool
+    arrivals: int
+    rss: RssSampler
+    #: Whatever ``sample()`` returned, every poll.
+    samples: list[Any]
+
+
 class ServiceStack:
     def __init__(self, name: str, env: dict[str, str] | None = None, web_workers: int = 2) -> None:
         self.name = name
+        #: The service's settings this stack changes from their defaults (the report names them).
+        self.overrides = dict(env or {})
         self.prefix = f"bench_{name}_{os.getpid()}"
         self.database_url = harness.create_database(self.prefix)
-        CLEANUP.add(f"delete queues {self.prefix}.*",
-                    lambda: harness.delete_broker_objects(self.prefix + ".", exchanges=[self.prefix]))
+        if (env or {}).get("AMQP_URL", harness.AMQP_URL) == harness.AMQP_URL:
+            # (A stack on a broker of its own, such as bench/cluster.py's, goes away with it.)
+            CLEANUP.add(f"delete queues {self.prefix}.*",
+                        lambda: harness.delete_broker_objects(self.prefix + ".", exchanges=[self.prefix]))
         self.env = {
             "DATABASE_URL": self.database_url,
             "AMQP_URL": harness.AMQP_URL,
@@ -132,8 +185,9 @@ class ServiceStack:
         data = json.loads(out.strip().splitlines()[-1])
         return Tenant(data["id"], data["api_key"])
 
-    def endpoint(self, tenant: Tenant, url: str) -> str:
-        response = self.http.post("/v1/endpoints", json={"url": url},
+    def endpoint(self, tenant: Tenant, url: str, **fields: Any) -> str:
+        """A new endpoint of ``tenant`` (``fields``: more of ``POST /v1/endpoints``, e.g. ``event_types``)."""
+        response = self.http.post("/v1/endpoints", json={"url": url, **fields},
                                   headers={"Authorization": f"Bearer {tenant.api_key}"})
         if response.status_code != 201:
             raise RuntimeError(f"POST /v1/endpoints: {response.status_code} {response.text[:500]}")
@@ -164,33 +218,84 @@ class ServiceStack:
             "SELECT extract(epoch FROM created_at) FROM event WHERE tenant_id = %s AND event_type = %s "
             "ORDER BY created_at", (tenant.id, EVENT_TYPE))]
         times = [float(t) for t in times[before:]]
-        rate, span = harness.steady_rate(times)
+        rate, span = steady_rate(times)
         return {"events": len(times), "rate": rate, "seconds": span, "client_requests": result.requests,
                 "client_non_2xx": result.non_2xx, "client_socket_errors": result.socket_errors,
                 "client_p50_ms": result.p50_ms, "client_p99_ms": result.p99_ms,
                 "client_threads": threads, "client_connections": connections}
 
-    def paced(self, tenant: Tenant, count: int, rate: float, timeout: float) -> list[dict[str, Any]]:
-        """POST ``count`` events at ``rate`` per second (open loop), in a process of its own."""
+    def paced(self, tenant: Tenant, count: int, rate: float, timeout: float, event_types: list[str] | None = None,
+              idempotency_prefix: str | None = None) -> list[dict[str, Any]]:
+        """POST ``count`` events at ``rate`` per second (open loop), in a process of its own.
+
+        ``event_types`` take turns (default: the one benchmark type). With an
+        ``idempotency_prefix`` every event has its own key and is sent again until accepted
+        (``bench/loadgen.py``).
+        """
+        sender = self.start_paced(tenant, count, rate, event_types, idempotency_prefix)
+        try:
+            sender.child.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            PROCS.stop(sender.child, grace=1.0)
+            raise harness.ScenarioTimeout(f"paced sender did not finish within {timeout:.0f} s")
+        return sender.results()
+
+    def start_paced(self, tenant: Tenant, count: int, rate: float, event_types: list[str] | None = None,
+                    idempotency_prefix: str | None = None) -> "PacedSender":
+        """Start POSTing up to ``count`` events at ``rate`` per second; ``results()`` stops it and reads them."""
         PROCS.log_dir.mkdir(exist_ok=True)
-        body = PROCS.log_dir / f"event-{os.getpid()}.json"
-        body.write_bytes(event_request())
+        bodies = []
+        for index, event_type in enumerate(event_types or [EVENT_TYPE]):
+            body = PROCS.log_dir / f"event-{os.getpid()}-{index}.json"
+            body.write_bytes(event_request(event_type))
+            bodies += ["--body-file", str(body)]
         out = PROCS.log_dir / f"paced-{self.name}-{time.monotonic_ns()}.json"
-        argv = [PYTHON, "-m", "bench.loadgen", "paced", "--url", f"{self.base_url}/v1/events", "--body-file", str(body),
+        argv = [PYTHON, "-m", "bench.loadgen", "paced", "--url", f"{self.base_url}/v1/events", *bodies,
                 "--header", f"Authorization: Bearer {tenant.api_key}", "--count", str(count), "--rate", str(rate),
                 "--out", str(out)]
-        child = PROCS.start(f"{self.name}-paced", argv)
+        if idempotency_prefix:
+            argv += ["--idempotency-prefix", idempotency_prefix]
+        return PacedSender(PROCS.start(f"{self.name}-paced", argv), out)
+
+    def preload(self, tenant: Tenant, events: int, fanout: int, deadline: Deadline) -> dict[str, Any]:
+        """POST about ``events`` events (workers stopped) and wait until every delivery's
+        message (``fanout`` per event) is in the primary queue; returns ``ingest``'s figures."""
+        ingest = self.ingest(tenant, events, deadline)
+        expected, depth, changed = ingest["events"] * fanout, -1, time.monotonic()
+        while depth < expected:
+            deadline.check()
+            now_depth = self.primary_depth()
+            if now_depth != depth:
+                depth, changed = now_depth, time.monotonic()
+            elif time.monotonic() - changed > PRELOAD_SETTLED:
+                # A service that queues deliveries otherwise (not one message each) must not stall the step.
+                harness.log(f"   the primary queue settled at {depth:,} messages for {expected:,} deliveries; going on")
+                break
+            time.sleep(0.2)
+        return ingest
+
+    def deliver(self, receiver: Receiver, prefix: str, expected: int, processes: int, seconds: float,
+                deadline: Deadline, sample: Callable[[], Any] | None = None, every: float = 0.5,
+                rss_every: float = 1.0) -> DeliveryRun:
+        """Start ``processes`` workers (and the clock) and poll every ``every`` seconds until
+        ``expected`` requests arrived at ``receiver`` on paths under ``prefix`` or ``seconds``
+        passed; then stop the workers. Their RSS is sampled all along."""
+        workers = self.start_workers(processes)
+        self.start_clock()
+        samples: list[Any] = []
         try:
-            child.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            PROCS.stop(child, grace=1.0)
-            raise harness.ScenarioTimeout(f"paced sender did not finish within {timeout:.0f} s")
-        PROCS.stop(child, grace=1.0)
-        if child.popen.returncode != 0:
-            raise RuntimeError(f"paced sender failed:\n{child.tail()}")
-        results = json.loads(out.read_text())
-        out.unlink()
-        return results
+            with RssSampler(workers, rss_every) as rss:
+                started = time.time()
+                while (arrived := receiver.count(prefix)) < expected and time.time() - started < seconds:
+                    deadline.check()
+                    self.check_alive()
+                    if sample is not None:
+                        samples.append(sample())
+                    time.sleep(every)
+                ended = time.time()
+        finally:
+            self.stop_workers()
+        return DeliveryRun(started, ended, arrived >= expected, arrived, rss, samples)
 
     def primary_depth(self) -> int:
         return harness.queue_depth(f"{self.prefix}.deliver")

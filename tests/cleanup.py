@@ -1,7 +1,10 @@
 """Delete what earlier, interrupted test runs left behind: ``test_*`` queues and databases.
 
 Run by ``./dev test`` before the suite (decision 20). Uses ``rabbitmqctl`` to list
-queues (the management plugin may be off) and deletes them over AMQP.
+queues (the management plugin may be off) and deletes them over AMQP. A test session
+names its queues and database ``test_<pid>_<hex>``; only those whose process is gone
+are stale, so a suite running beside another (two checkouts, a developer and CI) keeps
+its own.
 """
 
 from __future__ import annotations
@@ -11,13 +14,26 @@ import shutil
 import subprocess
 import sys
 
-import pika
 import psycopg2
 
-from webhooks.publisher import connection_parameters
+from webhooks.brokers import connect
 
 AMQP_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def is_stale(name: str) -> bool:
+    """``test_<pid>_…`` whose test process no longer runs (a name of another shape is stale too)."""
+    parts = name.split("_")
+    if len(parts) < 3 or not parts[1].isdigit():
+        return True
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # somebody else's live process
+    return False
 
 
 def stale_queues() -> list[str]:
@@ -27,13 +43,13 @@ def stale_queues() -> list[str]:
         ["rabbitmqctl", "-q", "list_queues", "name", "--no-table-headers"],
         capture_output=True, text=True, timeout=60, check=False,
     )
-    return [name.strip() for name in listing.stdout.splitlines() if name.strip().startswith("test_")]
+    return [name.strip() for name in listing.stdout.splitlines() if name.strip().startswith("test_") and is_stale(name.strip())]
 
 
 def main() -> int:
     queues = stale_queues()
     if queues:
-        connection = pika.BlockingConnection(connection_parameters(AMQP_URL, timeout=5.0))
+        connection = connect(AMQP_URL, timeout=5.0)
         channel = connection.channel()
         for queue in queues:
             channel.queue_delete(queue)
@@ -50,6 +66,8 @@ def main() -> int:
         cursor = admin.cursor()
         cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE 'test\\_%%'")
         for (name,) in cursor.fetchall():
+            if not is_stale(name):
+                continue
             cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             dropped += 1
         admin.close()

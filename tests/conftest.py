@@ -23,13 +23,13 @@ from flask.testing import FlaskClient
 
 from app import create_app
 from webhooks import db
+from webhooks.brokers import connect
 from webhooks.cli import create_tenant, migrate
 from webhooks.config import Settings
 from webhooks.console.models import CONSOLE_MODELS
 from webhooks.models import ALL_MODELS
-from webhooks.publisher import connection_parameters
 from webhooks.topology import Topology
-from webhooks.worker import Worker
+from webhooks.delivery.engine import Engine
 
 AMQP_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -43,7 +43,7 @@ _declared: dict[tuple[str, tuple[int, ...]], Topology] = {}
 
 
 def amqp_channel() -> tuple[pika.BlockingConnection, Any]:
-    connection = pika.BlockingConnection(connection_parameters(AMQP_URL, timeout=5.0))
+    connection = connect(AMQP_URL, timeout=5.0)
     return connection, connection.channel()
 
 
@@ -120,7 +120,6 @@ def make_settings(database_url: str) -> Callable[..., Settings]:
             "ladder": "1s,2s",
             "delivery_timeout": 3.0,
             "allow_private_targets": True,
-            "worker_threads": 8,
             "relay_grace": 1.0,
             "secret_key": "test-secret-key",
         }
@@ -180,23 +179,25 @@ def headers(tenant: SimpleNamespace, auth: Callable[[SimpleNamespace], dict[str,
 
 
 @pytest.fixture
-def start_worker() -> Iterator[Callable[[Settings], Worker]]:
-    """Start in-process workers (a thread each); they are stopped and joined after the test."""
-    running: list[tuple[Worker, threading.Thread]] = []
+def start_worker() -> Iterator[Callable[[Settings], Engine]]:
+    """Start in-process workers (a thread and event loop each), consuming before this returns;
+    they are stopped and joined after the test."""
+    running: list[tuple[Engine, threading.Thread]] = []
 
-    def start(settings: Settings) -> Worker:
-        worker = Worker(settings)
-        thread = threading.Thread(target=worker.run, name="worker", daemon=True)
+    def start(settings: Settings) -> Engine:
+        engine = Engine(settings)
+        thread = threading.Thread(target=engine.run, name="worker", daemon=True)
         thread.start()
-        running.append((worker, thread))
-        return worker
+        running.append((engine, thread))
+        wait_until(lambda: engine.consuming.is_set() or not thread.is_alive(), timeout=15)
+        return engine
 
     yield start
-    for worker, thread in running:
-        worker.stop()
-    for worker, thread in running:
+    for engine, thread in running:
+        engine.stop()
+    for engine, thread in running:
         thread.join(timeout=15)
-        worker.processor.sender.close()
+        assert not thread.is_alive(), "a worker did not stop within 15 s"
 
 
 @pytest.fixture
@@ -217,6 +218,31 @@ def start_clock() -> Iterator[Callable[[Settings], None]]:
         stop.set()
     for stop, thread in running:
         thread.join(timeout=15)
+
+
+class IngestClock:
+    """The time the ingest transaction reads (its rate-limit bucket refills by it), moved by hand."""
+
+    def __init__(self) -> None:
+        from webhooks.timeutil import utcnow
+
+        self.now = utcnow()
+
+    def __call__(self) -> Any:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        from datetime import timedelta
+
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def ingest_clock(monkeypatch: pytest.MonkeyPatch) -> IngestClock:
+    """Stop the ingest clock, so that rate-limit tests never depend on how fast requests run."""
+    clock = IngestClock()
+    monkeypatch.setattr("webhooks.ingest.utcnow", clock)
+    return clock
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
@@ -242,7 +268,6 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "RETRY_LADDER": ladder,
         "DELIVERY_TIMEOUT": str(settings.delivery_timeout),
         "ALLOW_PRIVATE_TARGETS": "1" if settings.allow_private_targets else "0",
-        "WORKER_THREADS": str(settings.worker_threads),
         "RELAY_GRACE": str(settings.relay_grace),
         "SECRET_KEY": settings.secret_key or "test",
     }

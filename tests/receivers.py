@@ -10,6 +10,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import itertools
 import socket
@@ -140,6 +141,36 @@ def drip(interval: float, chunk: bytes = b".", status: int = 200, count: int | N
     return respond
 
 
+@contextlib.contextmanager
+def raw_server(behaviour: Callable[[socket.socket, threading.Event], None]) -> Iterator[int]:
+    """A bare TCP server on 127.0.0.1 running ``behaviour(conn, stop)`` for each connection; yields the port.
+
+    For answers no HTTP server would give (garbage, headers that never end, a TLS handshake).
+    """
+    listener = socket.create_server((HOST, 0))
+    listener.settimeout(0.05)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            with conn:
+                with contextlib.suppress(OSError):
+                    behaviour(conn, stop)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        listener.close()
+
+
 def unused_port() -> int:
     """A loopback port nothing listens on (bound then released), for "connection refused" cases."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -150,6 +181,9 @@ def unused_port() -> int:
 class _Server(http.server.ThreadingHTTPServer):
     allow_reuse_address = True
     daemon_threads = True  # a handler stuck in a slow responder never blocks shutdown
+    #: Pending connections the kernel queues: the worker opens dozens at once as an
+    #: endpoint's window grows, and socketserver's default of 5 would refuse some.
+    request_queue_size = 1024
     receiver: Receiver
 
     def handle_error(self, request: object, client_address: object) -> None:

@@ -18,7 +18,8 @@ from tests.api_helpers import (
     row_counts,
 )
 from webhooks.config import Settings
-from webhooks.models import Delivery, Endpoint
+from webhooks import endpoint_windows
+from webhooks.models import Delivery, Endpoint, EndpointWindow
 from webhooks.publisher import Publisher
 from webhooks.releaser import Releaser
 from webhooks.signing import generate_secret, is_valid_secret, public_key
@@ -30,7 +31,7 @@ PUBLIC_FIELDS = {
     "id", "url", "description", "event_types", "rate_limit", "metadata",
     "disabled", "disabled_reason", "created_at", "updated_at", "contact_email",
     "health", "consecutive_failures", "failing_since", "offline_since", "last_success_at",
-    "parked_count", "oldest_parked_at", "signature_scheme",
+    "parked_count", "oldest_parked_at", "concurrency", "signature_scheme",
 }  # fmt: skip
 
 
@@ -533,3 +534,18 @@ def test_endpoint_attempts_are_listed_newest_first_across_its_deliveries(
     assert [item["id"] for item in page["data"]] == attempts[::-1]
     assert page["next_cursor"] is None and page["has_more"] is False
     assert page["data"][0]["endpoint_id"] == endpoint_id
+
+
+def test_an_endpoint_shows_the_concurrency_window_its_workers_use_now(client, headers) -> None:
+    endpoint = create_endpoint(client, headers)["id"]
+    idle = client.get(f"/v1/endpoints/{endpoint}", headers=headers).json["concurrency"]
+    assert idle == {"window": None, "ceiling": 128, "in_flight": 0}
+
+    endpoint_windows.save("host-a:1", [(endpoint, 24, 64, 17)], [])
+    endpoint_windows.save("host-b:2", [(endpoint, 20, 64, 3)], [])
+    endpoint_windows.save("gone:3", [(endpoint, 99, 64, 99)], [])
+    stale = utcnow() - timedelta(seconds=endpoint_windows.FRESH_SECONDS + 1)
+    EndpointWindow.update(updated_at=stale).where(EndpointWindow.worker == "gone:3").execute()
+
+    shown = client.get(f"/v1/endpoints/{endpoint}", headers=headers).json["concurrency"]
+    assert shown == {"window": 44, "ceiling": 128, "in_flight": 20}, "two live workers add up; a dead one does not count"

@@ -202,7 +202,7 @@ def test_unexpected_error_is_500_json_that_leaks_nothing_and_is_logged(
     def explode(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError('relation "event" violates secret_internal_detail')
 
-    monkeypatch.setattr(events_api.ingest, "accept_event", explode)
+    monkeypatch.setattr(events_api.ingest, "store_events", explode)
 
     with caplog.at_level(logging.ERROR):
         response = client.post("/v1/events", json={"event_type": "a", "payload": {}}, headers=headers)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from tests.conftest import IngestClock
 from tests.api_helpers import (
     DEAD_AMQP_URL,
     create_endpoint,
@@ -408,7 +408,7 @@ def test_recover_while_the_broker_is_down_is_503(make_app: Callable[..., Flask],
 
 
 def test_ingestion_over_the_tenant_rate_limit_gets_429_with_retry_after_and_writes_nothing(
-    make_app: Callable[..., Flask], headers: dict[str, str]
+    make_app: Callable[..., Flask], headers: dict[str, str], ingest_clock: IngestClock
 ) -> None:
     client = make_app(ingest_rate_limit=3.0).test_client()
     answers = [post_event(client, headers).status_code for _ in range(5)]
@@ -418,5 +418,5 @@ def test_ingestion_over_the_tenant_rate_limit_gets_429_with_retry_after_and_writ
     assert int(refused.headers["Retry-After"]) >= 1
     assert "rate limit" in refused.json["message"]
     assert Event.select().count() == 3
-    time.sleep(0.4)  # a token comes back after 1/3 s
+    ingest_clock.advance(0.4)  # a token comes back after 1/3 s
     assert post_event(client, headers).status_code == 202

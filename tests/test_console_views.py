@@ -8,6 +8,7 @@ from flask.testing import FlaskClient
 
 from tests.api_helpers import DEAD_AMQP_URL, create_endpoint, make_attempt, post_event
 from tests.console_helpers import failed_delivery, log_in
+from webhooks import endpoint_windows
 from webhooks.models import Delivery, Endpoint, HealthChange
 from webhooks.timeutil import utcnow
 
@@ -175,6 +176,17 @@ def test_endpoint_page_shows_health_history_charts_counts_and_failures_by_cause(
     assert "5 consecutive failures" in html and "offline" in html
     assert f"/console/dead-letters?endpoint_id={endpoint.id}" in html
     assert "Recover failed and parked deliveries" in html and "Disable endpoint" in html
+
+
+def test_endpoint_page_shows_the_concurrency_window_the_workers_use_now(client: FlaskClient, headers) -> None:
+    endpoint = create_endpoint(client, headers)["id"]
+    log_in(client, "operator")
+    assert "not being called now" in page(client, f"/console/endpoints/{endpoint}")
+
+    endpoint_windows.save("host-a:1", [(endpoint, 24, 64, 17)], [])
+    endpoint_windows.save("host-b:2", [(endpoint, 20, 64, 3)], [])
+
+    assert "44 of 128 · 20 in flight" in page(client, f"/console/endpoints/{endpoint}")
 
 
 def test_disable_and_enable_go_through_the_actions_and_are_audited(client: FlaskClient, headers) -> None:

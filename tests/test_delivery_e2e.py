@@ -57,3 +57,37 @@ def test_failed_attempts_wait_each_tier_of_the_ladder_then_deliver(client, tenan
         assert attempts[0].response_body == "boom"
         assert attempts[0].next_attempt_at is not None
         assert len({r.headers["webhook-id"] for r in requests}) == 1
+
+
+def test_a_failed_resend_of_a_retrying_delivery_keeps_its_place_on_the_ladder(client, tenant, auth, make_settings, start_worker):
+    settings = make_settings(ladder="30s,60s")
+    with Receiver(always(500)) as receiver:
+        register(client, auth(tenant), receiver.url)
+        start_worker(settings)
+        event = send(client, auth(tenant))
+        delivery = wait_until(lambda: Delivery.get_or_none(Delivery.event == event["id"], Delivery.status == "retrying"))
+        scheduled = delivery.next_attempt_at
+
+        response = client.post(f"/v1/deliveries/{delivery.id}/resend", headers=auth(tenant))
+        assert response.status_code == 202
+        receiver.wait_for(2, timeout=10)
+        after = wait_until(lambda: Delivery.get_or_none(Delivery.id == delivery.id, Delivery.attempts == 2))
+
+    assert after.status == "retrying" and after.manual_attempts == 1
+    assert after.next_attempt_at == scheduled, "the resend did not push the next attempt down the ladder"
+    attempts = list(Attempt.select().where(Attempt.delivery == delivery.id).order_by(Attempt.attempt_no))
+    assert [(a.trigger, a.outcome) for a in attempts] == [("ladder", "retrying"), ("resend", "retrying")]
+    assert attempts[1].next_attempt_at == scheduled
+
+
+def test_an_attempt_says_what_went_wrong_in_the_words_of_its_delivery(client, tenant, auth, settings, start_worker):
+    with Receiver(always(500)) as receiver:
+        register(client, auth(tenant), receiver.url)
+        start_worker(settings)
+        event = send(client, auth(tenant))
+        receiver.wait_for(1, timeout=10)
+        delivery = wait_until(lambda: Delivery.get_or_none(Delivery.event == event["id"], Delivery.attempts >= 1))
+    (attempt,) = Attempt.select().where((Attempt.delivery == delivery.id) & (Attempt.attempt_no == 1))
+    assert attempt.error == delivery.last_error == "HTTP 500"
+    shown = client.get(f"/v1/events/{event['id']}/attempts", headers=auth(tenant)).get_json()["data"][-1]
+    assert shown["error"] == "HTTP 500"

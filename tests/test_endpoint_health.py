@@ -112,7 +112,7 @@ def test_retry_after_delays_the_next_attempt_and_429_does_not_count_towards_offl
 
 
 def test_a_slow_endpoint_is_capped_and_does_not_slow_the_healthy_ones(client, tenant, auth, make_settings, start_worker):
-    settings = make_settings(worker_threads=8, delivery_timeout=5.0)
+    settings = make_settings(delivery_timeout=5.0)
     in_flight, peak, lock = [0], [0], threading.Lock()
 
     def slow(request: RecordedRequest):

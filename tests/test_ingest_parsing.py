@@ -6,6 +6,7 @@ header; anything else falls through to marshmallow, so every error reads as befo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from werkzeug.datastructures import Headers
 
 from tests.api_helpers import post_event
 from webhooks.api import events as events_api
-from webhooks.api.parsing import MAX_JSON_DEPTH, fast_load, flat_fields, loads_strict
+from webhooks.api.parsing import MAX_JSON_DEPTH, fast_load, flat_fields, loads_strict, nests_deeper_than
 from webhooks.schemas import EndpointCreateSchema, EventCreateSchema, EventListArgsSchema, IdempotencyHeaderSchema
 
 TEXT = st.one_of(
@@ -101,6 +102,32 @@ def test_a_body_with_few_brackets_skips_the_depth_walk_but_a_deep_one_is_still_r
         loads_strict(deep)
     brackets_in_strings = b'{"s": "' + b"[" * 200 + b'"}'
     assert loads_strict(brackets_in_strings) == {"s": "[" * 200}
+
+
+def json_depth(value: Any) -> int:
+    """How deeply arrays and objects nest in a parsed value (the reference for ``nests_deeper_than``)."""
+    if isinstance(value, dict):
+        return 1 + max(map(json_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(json_depth, value), default=0)
+    return 0
+
+
+DEEP_VALUE = st.recursive(
+    st.none() | st.integers() | st.text(alphabet='[]{}"\\ab', max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\a', max_size=4), inner,
+                                                                max_size=3),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(DEEP_VALUE, st.integers(0, 12), st.booleans())
+def test_the_bracket_scan_measures_depth_exactly_whatever_the_strings_hold(value: Any, limit: int,
+                                                                          spaced: bool) -> None:
+    text = json.dumps(value, ensure_ascii=False, indent=1 if spaced else None).encode()
+
+    assert nests_deeper_than(text, limit) == (json_depth(value) > limit)
 
 
 def _refuse(*_args: Any, **_kwargs: Any) -> Any:

@@ -1,4 +1,5 @@
-"""Batched publishing with confirms (real RabbitMQ): one wait for a whole batch, never a false claim.
+"""Batched publishing with confirms (real RabbitMQ): one wait for a whole batch, never a false claim,
+and a move to the next broker node when one dies.
 
 ``Publisher.publish`` sends every message of a batch and then waits once for all of
 the broker's confirms. It reports how many messages, from the start of the batch and
@@ -18,7 +19,9 @@ import pytest
 
 from tests.api_helpers import DEAD_AMQP_URL
 from tests.conftest import AMQP_URL, SESSION_PREFIX, amqp_channel, queue_messages
+from tests.tcp_proxy import TcpProxy
 from webhooks import publisher as publisher_module
+from webhooks.brokers import broker_parameters, describe
 from webhooks.publisher import ConfirmingLink, Outgoing, Publisher
 
 
@@ -179,3 +182,48 @@ def test_an_empty_batch_publishes_nothing(publisher: Publisher) -> None:
 def test_the_confirm_wait_is_bounded() -> None:
     assert Publisher(AMQP_URL, timeout=1.0).confirm_timeout == 5.0
     assert publisher_module.COOLDOWN_SECONDS > 0
+
+
+# -- several broker nodes (AMQP_URL listing a cluster) ----------------------------------------
+
+#: ``host:port`` of the test broker's first node, and its port.
+LIVE_NODE = describe(broker_parameters(AMQP_URL, 1.0)[0])
+LIVE_PORT = broker_parameters(AMQP_URL, 1.0)[0].port
+
+
+def test_a_publisher_skips_a_dead_first_node_and_publishes_through_the_next(queue: str) -> None:
+    publisher = Publisher(f"{DEAD_AMQP_URL},{AMQP_URL}", timeout=1.0)
+    try:
+        assert publisher.publish(batch(queue, 3)) == 3
+
+        assert publisher.node == LIVE_NODE
+        assert numbers(queue) == [0, 1, 2]
+    finally:
+        publisher.close()
+
+
+def test_when_its_node_dies_the_publisher_moves_to_the_next_node_and_sends_the_batch_whole(queue: str) -> None:
+    with TcpProxy(LIVE_PORT) as first_node:
+        publisher = Publisher(f"amqp://guest:guest@127.0.0.1:{first_node.port}/%2F,{AMQP_URL}", timeout=1.0)
+        try:
+            assert publisher.publish(batch(queue, 1)) == 1
+            assert publisher.node == f"127.0.0.1:{first_node.port}"
+
+            first_node.cut()  # killed: its connections close, new ones are refused
+            assert publisher.publish(batch(queue, 5, start=1)) == 5
+
+            assert publisher.node == LIVE_NODE
+            assert sorted(set(numbers(queue))) == list(range(6))
+        finally:
+            publisher.close()
+
+
+def test_with_every_node_down_nothing_is_claimed_and_failing_is_quick() -> None:
+    publisher = Publisher(f"{DEAD_AMQP_URL},amqp://guest:guest@127.0.0.1:2/%2F", timeout=1.0)
+    started = time.monotonic()
+
+    assert publisher.publish([("anything", b"{}", {})]) == 0
+
+    assert time.monotonic() - started < 5.0
+    assert publisher.node is None
+    publisher.close()

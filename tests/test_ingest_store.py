@@ -273,7 +273,8 @@ def test_each_connection_prepares_the_hot_statements_once(
     first = ingest.store_event(row, "order.created", PAYLOAD, None, rate_limit=100.0)
     second = ingest.store_event(row, "order.created", PAYLOAD, "k1", rate_limit=100.0)
 
-    assert {"ingest_start_10", "ingest_start_11", "ingest_event", "ingest_key", "ingest_deliveries_1"} <= prepared_here()
+    expected = {"ingest_start_10", "ingest_start_11", "ingest_events_1", "ingest_keys_1", "ingest_deliveries_1"}
+    assert expected <= prepared_here()
     assert (first.event.seq, second.event.seq) == (1, 2)
     assert Delivery.select().count() == 2
 
@@ -305,3 +306,74 @@ def test_prepared_statements_can_be_turned_off(
 
     assert [a.event.seq for a in accepted] == [1, 2]
     assert not {name for name in prepared_here() if name.startswith("ingest_")}
+
+
+# --- batches ------------------------------------------------------------------------------------
+
+
+def batch(n: int, prefix: str = "", keyed: bool = False) -> list[ingest.NewEvent]:
+    return [ingest.NewEvent("order.created", {"n": i}, f"{prefix}{i}" if keyed else None) for i in range(n)]
+
+
+def test_concurrent_batches_each_get_consecutive_seqs_in_list_order(
+    client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace
+) -> None:
+    create_endpoint(client, headers)
+    row = tenant_row(tenant)
+
+    results = in_threads(4, lambda i: ingest.store_events(row, batch(10)))
+
+    for accepted in results:
+        seqs = [a.event.seq for a in accepted]
+        assert seqs == list(range(seqs[0], seqs[0] + 10))
+        assert [a.event.payload for a in accepted] == [{"n": i} for i in range(10)]
+    assert sorted(a.event.seq for accepted in results for a in accepted) == list(range(1, 41))
+    assert Delivery.select().count() == 40
+
+
+def test_a_refused_batch_writes_nothing_and_spends_no_token(tenant: SimpleNamespace, frozen: FrozenClock) -> None:
+    row = tenant_row(tenant)
+    ingest.store_events(row, batch(6), rate_limit=10.0)
+
+    with pytest.raises(ingest.RateLimited) as refused:
+        ingest.store_events(row, batch(5, keyed=True), rate_limit=10.0)
+
+    assert refused.value.retry_after == pytest.approx(0.1)  # one token short, at 10 per second
+    assert (Event.select().count(), IdempotencyKey.select().count()) == (6, 0)
+    assert [a.event.seq for a in ingest.store_events(row, batch(4), rate_limit=10.0)] == [7, 8, 9, 10]
+
+
+def test_replayed_items_spend_no_token(tenant: SimpleNamespace, frozen: FrozenClock) -> None:
+    row = tenant_row(tenant)
+    ingest.store_events(row, batch(3, keyed=True), rate_limit=5.0)
+
+    again = ingest.store_events(row, [*batch(3, keyed=True), *batch(2, prefix="new", keyed=True)], rate_limit=5.0)
+
+    assert [a.replayed for a in again] == [True, True, True, False, False]
+    assert tenant_row(tenant).ingest_tokens == 0.0
+
+
+def test_the_same_keys_in_concurrent_batches_make_one_event_each(
+    client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace
+) -> None:
+    create_endpoint(client, headers)
+    row = tenant_row(tenant)
+
+    results = in_threads(4, lambda i: ingest.store_events(row, batch(5, keyed=True)))
+
+    assert all(isinstance(r, list) for r in results), results
+    assert {tuple(a.event.id for a in accepted) for accepted in results} == {tuple(a.event.id for a in results[0])}
+    assert sorted(a.replayed for accepted in results for a in accepted) == [False] * 5 + [True] * 15
+    assert (Event.select().count(), Delivery.select().count()) == (5, 5)
+
+
+def test_an_expired_key_in_a_batch_is_used_afresh(tenant: SimpleNamespace) -> None:
+    row = tenant_row(tenant)
+    first = ingest.store_events(row, batch(2, keyed=True))
+    IdempotencyKey.update(created_at=utcnow() - timedelta(hours=25)).where(IdempotencyKey.key == "0").execute()
+
+    again = ingest.store_events(row, [ingest.NewEvent("order.created", {"other": 1}, "0"), *batch(2, keyed=True)[1:]])
+
+    assert (again[0].replayed, again[1].replayed) == (False, True)
+    assert again[0].event.id != first[0].event.id and again[0].event.seq == 3
+    assert IdempotencyKey.get(IdempotencyKey.key == "0").event_id == again[0].event.id

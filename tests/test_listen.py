@@ -6,6 +6,7 @@ events, while the local URL has not answered yet, and at whatever moment half th
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
 
+import httpx
 import pytest
 from click.testing import Result
 from flask import Flask
@@ -174,6 +176,24 @@ def test_backlog_is_forwarded_in_seq_order_a_page_at_a_time_signed_like_the_work
     assert lines[0] == f"forwarding events after seq=0 from {rig.api.url} to {rig.receiver.url}/hook"
     assert lines[1].startswith(f"→ {events[0].id} order.created seq=1 204 ")
     assert lines[-1] == "caught up at seq=300: 300 forwarded"
+
+
+def test_batch_events_are_caught_up_like_any_others_in_seq_order(rig: Rig) -> None:
+    before = rig.add_events("order.created")
+    with httpx.Client(base_url=rig.api.url, headers={"Authorization": f"Bearer {rig.tenant.api_key}"}) as api:
+        answer = api.post("/v1/events/batch",
+                          json=[{"event_type": "order.paid", "payload": {"n": n}} for n in range(150)])
+    assert answer.status_code == 202, answer.text
+    batch = answer.json()["data"]
+    after = rig.add_events("order.shipped")
+
+    result = rig.run()
+
+    assert result.exit_code == 0, result.output
+    assert rig.forwarded_ids() == [before[0].id, *(event["id"] for event in batch), after[0].id]
+    sent = [json.loads(request.body)["data"] for request in rig.receiver.requests[1:-1]]
+    assert sent == [{"n": n} for n in range(150)]
+    assert rig.cursor.read_text() == "152\n"
 
 
 def test_restart_resumes_after_the_saved_cursor(rig: Rig) -> None:

@@ -229,7 +229,7 @@ def drain(
 def test_a_backlog_drains_in_creation_order_never_two_at_once(
     client, tenant, auth, make_settings, start_worker, start_clock
 ):
-    settings = make_settings(release_rate=1000.0, worker_threads=8)
+    settings = make_settings(release_rate=1000.0)
     events, requests, overlap, _ = drain(client, tenant, auth, settings, start_worker, start_clock, 300)
 
     assert [r.headers["webhook-id"] for r in requests] == events  # each once, in creation order

@@ -24,8 +24,7 @@ from werkzeug.test import TestResponse
 from tests.api_helpers import create_endpoint, make_attempt, post_event
 from tests.conftest import wait_until
 from tests.console_helpers import log_in
-from tests.receivers import Receiver, always, sleep_then, unused_port
-from tests.test_http_client import raw_server
+from tests.receivers import Receiver, always, raw_server, sleep_then, unused_port
 from webhooks.console.models import CONSOLE_MODELS
 from webhooks.endpoint_view import EndpointView
 from webhooks.models import ALL_MODELS, ApiKey, Attempt, Delivery, Endpoint
@@ -36,7 +35,7 @@ SETTLED = ("delivered", "failed", "parked")
 
 #: Loggers silenced by ``webhooks.logs.configure`` that the test opens up anyway. (peewee stays at
 #: WARNING: at DEBUG it prints every SQL statement with its parameters, secrets included, by design.)
-CHATTY_LOGGERS = ("httpx", "httpcore", "pika", "werkzeug")
+CHATTY_LOGGERS = ("httpx", "httpcore", "aiohttp", "pika", "werkzeug")
 
 
 def key_forms(key: str) -> set[str]:
@@ -214,7 +213,8 @@ def test_no_route_ever_returns_a_private_signing_key(
     make_attempt(delivery, 1)
     stored = Endpoint.get_by_id(endpoint["id"])
     private = key_forms(stored.secret) | key_forms(stored.previous_secret)
-    ids = {"endpoint_id": endpoint["id"], "event_id": event["id"], "delivery_id": delivery}
+    key_id = headers["Authorization"].split()[1].partition(".")[0]
+    ids = {"endpoint_id": endpoint["id"], "event_id": event["id"], "delivery_id": delivery, "key_id": key_id}
     answers = [endpoint, rotated.json]
 
     for rule in app.url_map.iter_rules():

@@ -15,7 +15,7 @@ from werkzeug.routing.converters import AnyConverter
 
 from tests.api_helpers import create_endpoint, make_attempt, post_event
 from tests.test_console_auth import csrf_of
-from webhooks.models import Attempt, Delivery, Endpoint, Event
+from webhooks.models import ApiKey, Attempt, Delivery, Endpoint, Event
 
 #: Every /v1 route that names an object: (method, path, JSON body valid apart from the id).
 OBJECT_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
@@ -32,9 +32,12 @@ OBJECT_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/v1/deliveries/{delivery}", None),
     ("GET", "/v1/deliveries/{delivery}/attempts", None),
     ("POST", "/v1/deliveries/{delivery}/resend", None),
+    ("GET", "/v1/api-keys/{key}", None),
+    ("DELETE", "/v1/api-keys/{key}", None),
+    ("POST", "/v1/api-keys/{key}/rotate", {"overlap": "0s"}),
 ]
 
-NOUNS = {"endpoint": "endpoint", "event": "event", "delivery": "delivery"}
+NOUNS = {"endpoint": "endpoint", "event": "event", "delivery": "delivery", "key": "API key"}
 
 
 def _kind(path: str) -> str:
@@ -56,6 +59,7 @@ def victim(client: FlaskClient, other_tenant: SimpleNamespace, auth: Callable[..
         "delivery": delivery_id,
         "attempt": attempt.id,
         "secret": endpoint["secret"],
+        "key": other_tenant.api_key.partition(".")[0],
     }
 
 
@@ -66,6 +70,7 @@ def snapshot(ids: dict[str, str]) -> list[dict[str, Any]]:
         Event.get_by_id(ids["event"]).__data__,
         Delivery.get_by_id(ids["delivery"]).__data__,
         *[row.__data__ for row in Attempt.select().where(Attempt.delivery == ids["delivery"])],
+        ApiKey.get_by_id(ids["key"]).__data__,
     ]
 
 

@@ -13,14 +13,13 @@ from webhooks.messages import DeliveryMessage
 from webhooks.models import Delivery, Endpoint, Event
 from webhooks.outbox import message_for, publish_messages
 from webhooks.publisher import Publisher
+from webhooks.statuses import LADDER_STATUSES, UNFINISHED_STATUSES
 from webhooks.timeutil import to_naive_utc, utcnow
 from webhooks.topology import Topology
 
 #: Deliveries ``recover`` resends.
 RECOVERABLE_STATUSES = ("failed", "parked")
 
-#: Deliveries that still wait for an attempt; deleting the endpoint cancels them.
-UNFINISHED_STATUSES = ("pending", "retrying", "parked")
 
 #: Resends published per broker round of ``recover``.
 RECOVER_BATCH = 500
@@ -38,14 +37,23 @@ def _context(publisher: Publisher | None, topology: Topology | None) -> tuple[Pu
 
 
 def _queue_now(messages: list[DeliveryMessage], publisher: Publisher, topology: Topology) -> int:
-    """Publish fresh attempts and show them as due now; returns how many were queued."""
+    """Publish fresh attempts and show finished deliveries as due now; returns how many were queued.
+
+    A delivery still in the ladder keeps its ``next_attempt_at``: if the fresh attempt
+    fails, its next ladder attempt stays due when it was (a resend never moves a delivery
+    down the ladder).
+    """
     confirmed = publish_messages(publisher, topology, messages)
     now = utcnow()
     with write():
         for message in messages[:confirmed]:
             (
                 Delivery.update(next_attempt_at=now, updated_at=now)
-                .where((Delivery.id == message.delivery_id) & (Delivery.attempts == message.attempt - 1))
+                .where(
+                    (Delivery.id == message.delivery_id)
+                    & (Delivery.attempts == message.attempt - 1)
+                    & Delivery.status.not_in(LADDER_STATUSES)
+                )
                 .execute()
             )
     return confirmed

@@ -3,36 +3,59 @@
 A fast hash is enough (the secret has 256 random bits) and a password hash would
 cost milliseconds on every request; comparison is constant-time.
 
+A tenant holds any number of named keys. Rotating one issues a new key and lets the old
+one expire by itself after an overlap (``expires_at``), so clients can switch without
+downtime; revoking one stops it at once.
+
 Every /v1 request authenticates, so each process remembers a verified key for
 ``KEY_CACHE_SECONDS`` (``API_KEY_CACHE_SECONDS``, default 5 s; 0 turns the cache off):
-the key id, the stored hash and the tenant row, never the secret itself. The secret
-presented is still hashed and compared on every request, so a wrong secret for a cached
-key id is refused at once. The price: a key revoked (or rotated) in another process keeps
-working in this one for at most that long. A revocation made in this process
-(``revoke_api_keys``) forgets the tenant's keys here immediately. Unknown and revoked
-keys are never cached, so guessing costs a database lookup each time.
+the key id, the stored hash, its expiry and the tenant row, never the secret itself. The
+secret presented is still hashed and compared on every request, and the expiry checked,
+so a wrong secret or an expired key is refused at once. The price: a key revoked in
+another process keeps working in this one for at most that long. A revocation or
+rotation made in this process forgets the keys here immediately. Unknown, revoked and
+expired keys are never cached, so guessing costs a database lookup each time.
+
+When a key was last used is written at most once per ``LAST_USED_INTERVAL`` per key and
+process (and the row only when its value is older than that), never once per request.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Callable
+
+import peewee
 
 from webhooks.ids import has_prefix, new_id
 from webhooks.models import ApiKey, Tenant
 from webhooks.timeutil import utcnow
+
+log = logging.getLogger(__name__)
 
 #: How long a verified key is trusted without asking the database (seconds).
 KEY_CACHE_SECONDS = float(os.environ.get("API_KEY_CACHE_SECONDS", "5"))
 
 #: Keys remembered per process at most; the cache is emptied when it is full.
 KEY_CACHE_SIZE = 10_000
+
+#: A key's ``last_used_at`` is written at most this often (seconds), per key and process.
+LAST_USED_INTERVAL = 60.0
+
+#: The name of a tenant's first key.
+DEFAULT_KEY_NAME = "default"
+
+
+class KeyNotFound(LookupError):
+    """No live key of that id for this tenant (unknown, another tenant's, revoked or expired)."""
 
 
 def _digest(secret: str) -> str:
@@ -44,6 +67,8 @@ class _Entry:
     secret_hash: str
     tenant_data: dict[str, Any]
     expires: float
+    #: The key's own expiry (a rotated key's overlap), checked on every use.
+    key_expires_at: datetime | None = None
 
 
 class KeyCache:
@@ -60,19 +85,23 @@ class KeyCache:
         if entry is None:
             return None
         if entry.expires <= self.clock():
-            with self._lock:
-                self._entries.pop(key_id, None)
+            self.forget(key_id)
             return None
         return entry
 
-    def put(self, key_id: str, secret_hash: str, tenant: Tenant) -> None:
+    def put(self, key_id: str, secret_hash: str, tenant: Tenant, key_expires_at: datetime | None = None) -> None:
         if self.ttl <= 0:
             return
-        entry = _Entry(secret_hash, dict(tenant.__data__), self.clock() + self.ttl)
+        entry = _Entry(secret_hash, dict(tenant.__data__), self.clock() + self.ttl, key_expires_at)
         with self._lock:
             if len(self._entries) >= self.size:
                 self._entries.clear()
             self._entries[key_id] = entry
+
+    def forget(self, *key_ids: str) -> None:
+        with self._lock:
+            for key_id in key_ids:
+                self._entries.pop(key_id, None)
 
     def forget_tenant(self, tenant_id: str) -> None:
         with self._lock:
@@ -84,16 +113,70 @@ class KeyCache:
             self._entries.clear()
 
 
+class LastUsed:
+    """When this process last wrote each key's ``last_used_at``: ``due(key_id)`` once per interval."""
+
+    def __init__(self, interval: float = LAST_USED_INTERVAL, size: int = KEY_CACHE_SIZE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval, self.size, self.clock = interval, size, clock
+        self._written: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def due(self, key_id: str) -> bool:
+        now = self.clock()
+        with self._lock:
+            last = self._written.get(key_id)
+            if last is not None and now - last < self.interval:
+                return False
+            if len(self._written) >= self.size:
+                self._written.clear()
+            self._written[key_id] = now
+            return True
+
+
 #: This process's cache (gunicorn workers each have their own, filled after the fork).
 key_cache = KeyCache()
 
+#: This process's record of ``last_used_at`` writes.
+last_used = LastUsed()
 
-def create_api_key(tenant: Tenant) -> str:
-    """Store a new key for ``tenant`` and return it whole (the only time it is readable)."""
+
+def _live(now: datetime) -> Any:
+    """The condition of a key that authenticates: not revoked, not expired."""
+    return ApiKey.revoked_at.is_null() & (ApiKey.expires_at.is_null() | (ApiKey.expires_at > now))
+
+
+def create_api_key(tenant: Tenant, name: str = DEFAULT_KEY_NAME) -> tuple[ApiKey, str]:
+    """Store a new key for ``tenant``; returns its row and the key whole (the only time it is readable)."""
     key_id = new_id("key")
     secret = secrets.token_urlsafe(32)
-    ApiKey.create(id=key_id, tenant=tenant, secret_hash=_digest(secret))
-    return f"{key_id}.{secret}"
+    row = ApiKey.create(id=key_id, tenant=tenant, name=name, secret_hash=_digest(secret))
+    return row, f"{key_id}.{secret}"
+
+
+def live_keys(tenant: Tenant) -> list[ApiKey]:
+    """The tenant's keys that authenticate now (expiring ones included), oldest first."""
+    return list(ApiKey.select().where((ApiKey.tenant == tenant.id) & _live(utcnow())).order_by(ApiKey.created_at,
+                                                                                                ApiKey.id))
+
+
+def live_key(tenant: Tenant, key_id: str) -> ApiKey:
+    """One of the tenant's live keys, or ``KeyNotFound``."""
+    row = None
+    if has_prefix(key_id, "key"):
+        row = ApiKey.get_or_none((ApiKey.id == key_id) & (ApiKey.tenant == tenant.id) & _live(utcnow()))
+    if row is None:
+        raise KeyNotFound(f"no live API key {key_id} for this tenant")
+    return row
+
+
+def revoke_key(tenant: Tenant, key_id: str) -> ApiKey:
+    """Revoke one key at once: this process refuses it now, others within ``KEY_CACHE_SECONDS``."""
+    row = live_key(tenant, key_id)
+    row.revoked_at = utcnow()
+    ApiKey.update(revoked_at=row.revoked_at).where(ApiKey.id == row.id).execute()
+    key_cache.forget(row.id)
+    return row
 
 
 def revoke_api_keys(tenant: Tenant) -> int:
@@ -110,6 +193,39 @@ def revoke_api_keys(tenant: Tenant) -> int:
     return revoked
 
 
+@dataclass
+class Rotation:
+    new: ApiKey
+    api_key: str
+    #: The keys replaced: expiring at ``expires_at`` (or revoked, with no overlap).
+    old: list[ApiKey]
+
+
+def rotate_key(tenant: Tenant, key_id: str | None, overlap: float) -> Rotation:
+    """Issue a new key replacing ``key_id`` (every live key when None): the old one keeps working
+    for ``overlap`` seconds, then expires by itself; with no overlap it is revoked at once.
+
+    The new key takes the old key's name (``DEFAULT_KEY_NAME`` when several are replaced).
+    Call inside a transaction.
+    """
+    old = [live_key(tenant, key_id)] if key_id is not None else live_keys(tenant)
+    now = utcnow()
+    ids = [row.id for row in old]
+    if overlap > 0:
+        until = now + timedelta(seconds=overlap)
+        for row in old:  # an overlap never lengthens a key's life
+            row.expires_at = until if row.expires_at is None else min(row.expires_at, until)
+            ApiKey.update(expires_at=row.expires_at).where(ApiKey.id == row.id).execute()
+    else:
+        for row in old:
+            row.revoked_at = now
+        ApiKey.update(revoked_at=now).where(ApiKey.id.in_(ids)).execute()
+    key_cache.forget(*ids)
+    names = {row.name for row in old}
+    new, api_key = create_api_key(tenant, names.pop() if len(names) == 1 else DEFAULT_KEY_NAME)
+    return Rotation(new, api_key, old)
+
+
 def _tenant_from(data: dict[str, Any]) -> Tenant:
     """A fresh Tenant instance per request, so no request sees another's changes to it."""
     tenant = Tenant(__no_default__=True)
@@ -117,22 +233,38 @@ def _tenant_from(data: dict[str, Any]) -> Tenant:
     return tenant
 
 
+def _touch(key_id: str) -> None:
+    """Record that the key was used, at most once per ``LAST_USED_INTERVAL`` (a failure is only logged)."""
+    if not last_used.due(key_id):
+        return
+    now = utcnow()
+    stale = now - timedelta(seconds=last_used.interval)
+    try:
+        (ApiKey.update(last_used_at=now)
+         .where((ApiKey.id == key_id) & (ApiKey.last_used_at.is_null() | (ApiKey.last_used_at < stale)))
+         .execute())
+    except peewee.DatabaseError:  # a busy database must not fail the request it serves
+        log.warning("could not record the use of API key %s", key_id, exc_info=True)
+
+
 def authenticate(raw_key: str) -> Tenant | None:
-    """The tenant owning ``raw_key``, or None for a malformed, unknown or revoked key."""
+    """The tenant owning ``raw_key``, or None for a malformed, unknown, revoked or expired key."""
     key_id, _, secret = raw_key.partition(".")
     if not secret or not has_prefix(key_id, "key"):
         return None
     digest = _digest(secret)
     cached = key_cache.get(key_id)
     if cached is not None:
-        return _tenant_from(cached.tenant_data) if hmac.compare_digest(cached.secret_hash, digest) else None
-    row = (
-        ApiKey.select(ApiKey, Tenant)
-        .join(Tenant)
-        .where((ApiKey.id == key_id) & ApiKey.revoked_at.is_null())
-        .first()
-    )
+        if cached.key_expires_at is not None and cached.key_expires_at <= utcnow():
+            key_cache.forget(key_id)
+            return None
+        if not hmac.compare_digest(cached.secret_hash, digest):
+            return None
+        _touch(key_id)
+        return _tenant_from(cached.tenant_data)
+    row = ApiKey.select(ApiKey, Tenant).join(Tenant).where((ApiKey.id == key_id) & _live(utcnow())).first()
     if row is None or not hmac.compare_digest(row.secret_hash, digest):
         return None
-    key_cache.put(key_id, row.secret_hash, row.tenant)
+    key_cache.put(key_id, row.secret_hash, row.tenant, row.expires_at)
+    _touch(key_id)
     return row.tenant

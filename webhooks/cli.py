@@ -1,4 +1,4 @@
-"""``flask`` commands: ``migrate`` and ``tenant create`` / ``tenant rotate-key``."""
+"""``flask`` commands: ``migrate``, ``tenant create`` and the tenant's API keys (add, list, revoke, rotate)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import click
 from flask import Flask
 from playhouse.migrations import Runner
 
-from webhooks.auth_keys import create_api_key, revoke_api_keys
+from webhooks.auth_keys import KeyNotFound, create_api_key, live_keys, revoke_key, rotate_key
 from webhooks.db import database, write
+from webhooks.durations import parse_seconds
 from webhooks.ids import new_id
-from webhooks.models import Tenant
+from webhooks.models import ApiKey, Tenant
+from webhooks.timeutil import isoformat
 
 #: A plausible email address (the SMTP server has the last word).
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
@@ -31,8 +33,28 @@ def create_tenant(name: str, contact_email: str | None = None) -> dict[str, str]
     """A new tenant and its first API key, as printed by ``flask tenant create``."""
     with database.connection_context(), write():
         tenant = Tenant.create(id=new_id("ten"), name=name, contact_email=contact_email)
-        api_key = create_api_key(tenant)
+        _, api_key = create_api_key(tenant)
     return {"id": tenant.id, "name": tenant.name, "api_key": api_key}
+
+
+def key_info(row: ApiKey) -> dict[str, str | None]:
+    """A key as ``flask tenant keys`` and the API show it (never its secret)."""
+    return {"id": row.id, "name": row.name, "created_at": isoformat(row.created_at),
+            "last_used_at": isoformat(row.last_used_at), "expires_at": isoformat(row.expires_at)}
+
+
+def _tenant(tenant_id: str) -> Tenant:
+    tenant = Tenant.get_or_none(Tenant.id == tenant_id)
+    if tenant is None:
+        raise click.ClickException(f"no tenant {tenant_id}")
+    return tenant
+
+
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> float:
+    try:
+        return parse_seconds(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
 
 
 def init_app(app: Flask) -> None:
@@ -58,14 +80,52 @@ def init_app(app: Flask) -> None:
             raise click.BadParameter("not an email address", param_hint="--contact-email")
         click.echo(json.dumps(create_tenant(name.strip(), contact_email)))
 
+    @tenant_group.command("add-key")
+    @click.argument("tenant_id")
+    @click.option("--name", default="default", show_default=True, help="What the key is for (shown in listings).")
+    def tenant_add_key(tenant_id: str, name: str) -> None:
+        """Issue another key; prints JSON {id, name, api_key}. The key is shown only once."""
+        if not name.strip() or len(name.strip()) > 100:
+            raise click.BadParameter("must be 1 to 100 characters", param_hint="--name")
+        with database.connection_context(), write():
+            row, api_key = create_api_key(_tenant(tenant_id), name.strip())
+        click.echo(json.dumps({"id": row.id, "name": row.name, "api_key": api_key}))
+
+    @tenant_group.command("keys")
+    @click.argument("tenant_id")
+    def tenant_keys(tenant_id: str) -> None:
+        """List the tenant's live keys: a JSON array of {id, name, created_at, last_used_at, expires_at}."""
+        with database.connection_context():
+            click.echo(json.dumps([key_info(row) for row in live_keys(_tenant(tenant_id))]))
+
+    @tenant_group.command("revoke-key")
+    @click.argument("tenant_id")
+    @click.argument("key_id")
+    def tenant_revoke_key(tenant_id: str, key_id: str) -> None:
+        """Revoke one key at once (web processes stop accepting it within API_KEY_CACHE_SECONDS)."""
+        with database.connection_context(), write():
+            try:
+                row = revoke_key(_tenant(tenant_id), key_id)
+            except KeyNotFound as error:
+                raise click.ClickException(str(error)) from None
+        click.echo(json.dumps({"id": row.id, "revoked_at": isoformat(row.revoked_at)}))
+
     @tenant_group.command("rotate-key")
     @click.argument("tenant_id")
-    def tenant_rotate_key(tenant_id: str) -> None:
-        """Revoke a tenant's keys and issue a new one; prints JSON {id, api_key, revoked}."""
+    @click.option("--key", "key_id", help="The key to replace (default: every live key of the tenant).")
+    @click.option("--overlap", default="0s", show_default=True, callback=_duration,
+                  help="How long the old key keeps working (e.g. 24h); 0s revokes it at once.")
+    def tenant_rotate_key(tenant_id: str, key_id: str | None, overlap: float) -> None:
+        """Issue a new key replacing the old one; prints JSON {id, key_id, name, api_key, revoked, expiring}."""
         with database.connection_context(), write():
-            tenant = Tenant.get_or_none(Tenant.id == tenant_id)
-            if tenant is None:
-                raise click.ClickException(f"no tenant {tenant_id}")
-            revoked = revoke_api_keys(tenant)
-            api_key = create_api_key(tenant)
-        click.echo(json.dumps({"id": tenant.id, "api_key": api_key, "revoked": revoked}))
+            tenant = _tenant(tenant_id)
+            try:
+                rotation = rotate_key(tenant, key_id, overlap)
+            except KeyNotFound as error:
+                raise click.ClickException(str(error)) from None
+        click.echo(json.dumps({
+            "id": tenant.id, "key_id": rotation.new.id, "name": rotation.new.name, "api_key": rotation.api_key,
+            "revoked": sum(row.revoked_at is not None for row in rotation.old),
+            "expiring": [{"id": row.id, "expires_at": isoformat(row.expires_at)}
+                         for row in rotation.old if row.revoked_at is None],
+        }))

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import peewee
 
-from webhooks import alert_emails, db, logs, operational, recovery
+from webhooks import alert_emails, db, logs, operational, recovery, sweeper
 from webhooks.config import Settings
 from webhooks.ingest import IDEMPOTENCY_TTL
 from webhooks.mailer import SmtpConfig
@@ -166,6 +166,7 @@ def jobs(settings: Settings, publisher: Publisher) -> list[Job]:
         Job("probes", 1.0, lambda: recovery.promote_probes(publisher, topology)),
         Job("operational events", 0.5, lambda: operational.raise_pending(publisher, topology)),
         Job("disable failing", 60.0, lambda: recovery.disable_failing(settings.disable_after)),
+        Job("lost messages", 60.0, lambda: sweeper.sweep(publisher, topology, settings.amqp_url)),
         Job("idempotency keys", 300.0, expire_idempotency_keys),
     ]
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import pika
-
+from webhooks.brokers import connect
 from webhooks.db import database
-from webhooks.publisher import connection_parameters
 
 
 def database_status() -> str:
@@ -18,7 +16,7 @@ def database_status() -> str:
 
 def broker_status(amqp_url: str, timeout: float = 1.0) -> str:
     try:
-        connection = pika.BlockingConnection(connection_parameters(amqp_url, timeout))
+        connection = connect(amqp_url, timeout)
         connection.close()
         return "ok"
     except Exception as error:  # noqa: BLE001 - any failure means "down", reported as text

@@ -1,22 +1,27 @@
-"""Accepting an event: one transaction (event, seq, deliveries, idempotency key), then publish.
+"""Accepting events: one transaction (events, seqs, deliveries, idempotency keys), then publish.
 
-The per-tenant ``seq`` is bumped with ``UPDATE … RETURNING`` inside the transaction, so
-the tenant row is locked until commit and ``seq`` order is commit order: a reader of
-``after=n`` can never miss a smaller seq committed later. The same statement spends a
-token of the tenant's ingest rate limit (a bucket on the tenant row, refilled in SQL from
-the time since its last use), so checking and spending are one atomic step under that
-lock; a refusal rolls everything back and nothing is written.
+One event (``POST /v1/events``) and a batch (``POST /v1/events/batch``) take the same
+path: a batch of one is a single event. The per-tenant ``seq`` is bumped by the number
+of new events with ``UPDATE … RETURNING`` inside the transaction, so the tenant row is
+locked until commit and ``seq`` order is commit order: a reader of ``after=n`` can never
+miss a smaller seq committed later; a batch's events take consecutive seqs in list order.
+The same statement spends one token per event from the tenant's ingest rate limit (a
+bucket on the tenant row, refilled in SQL from the time since its last use), so checking
+and spending are one atomic step under that lock; a refusal rolls everything back and
+nothing is written.
 
-This is the hot path of ``POST /v1/events``, so on PostgreSQL the transaction is two
-round trips with precomputed SQL (no ORM query building):
+This is the hot path of ingestion, so on PostgreSQL the transaction is two round trips
+with precomputed SQL (no ORM query building):
 
 1. ``BEGIN; WITH bumped AS (UPDATE tenant … RETURNING …) SELECT … FROM bumped LEFT JOIN
-   endpoint …``: seq, the bucket's remaining tokens, whether the idempotency key was
-   seen, and the tenant's live endpoints, all at once;
-2. ``INSERT event; INSERT idempotency_key; INSERT delivery (one multi-row insert); COMMIT``.
+   endpoint …``: the last seq, the bucket's remaining tokens, whether any idempotency key
+   is on file, and the tenant's live endpoints, all at once;
+2. ``INSERT event …; INSERT idempotency_key …; INSERT delivery …; COMMIT`` (multi-row).
 
 Each connection prepares these statements once (server-side ``PREPARE``, outside any
-transaction), so PostgreSQL does not plan them again for every event.
+transaction), so PostgreSQL does not plan them again for every event. When a key is on
+file the transaction is rolled back, the keys are looked up, and the items still new are
+stored afresh: replays cost more round trips, first sends do not.
 
 The 202 is only sent once that ``COMMIT`` has returned (``synchronous_commit`` is left on).
 On SQLite, or when the caller already has a transaction open (operational events), the
@@ -25,20 +30,20 @@ same statements run one at a time inside ``write()``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
 import peewee
 from flask import current_app
 
-from webhooks import metrics, presence
+from webhooks import idempotency, metrics, presence
 from webhooks.db import database, is_postgres, retrying, rollback_quietly, write
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES, wants
-from webhooks.ids import new_id
+from webhooks.idempotency import IDEMPOTENCY_TTL, IdempotencyConflict, request_hash  # noqa: F401 - re-exported
+from webhooks.ids import new_ids
 from webhooks.ingest_sql import (
     DELIVERY_FIELDS,
     POSTGRES,
@@ -46,13 +51,14 @@ from webhooks.ingest_sql import (
     Dialect,
     bump_params,
     bump_sql,
+    delete_keys_sql,
     endpoints_sql,
     insert_deliveries_sql,
-    insert_event_sql,
-    insert_key_sql,
+    insert_events_sql,
+    insert_keys_sql,
     postgres_start_sql,
 )
-from webhooks.models import BaseModel, Delivery, Endpoint, Event, IdempotencyKey, Tenant
+from webhooks.models import BaseModel, Delivery, Endpoint, Event, Tenant
 from webhooks.outbox import enqueue, message_for
 from webhooks.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode
 from webhooks.publisher import Publisher
@@ -61,12 +67,8 @@ from webhooks.topology import Topology
 
 log = logging.getLogger(__name__)
 
-#: How long an idempotency key is remembered.
-IDEMPOTENCY_TTL = timedelta(hours=24)
-
-
-class IdempotencyConflict(Exception):
-    """The idempotency key was used before with a different request."""
+#: Events one ``POST /v1/events/batch`` may carry.
+MAX_BATCH = 500
 
 
 class ReservedEventType(ValueError):
@@ -81,8 +83,21 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
+class BatchOverRateLimit(ValueError):
+    """A batch holds more events than the tenant's bucket can ever hold (one second's worth)."""
+
+
 class UnknownTenant(LookupError):
     """The tenant row is gone (deleted while its key was still cached)."""
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """One event as sent: its type, its payload and (optionally) its idempotency key."""
+
+    event_type: str
+    payload: dict[str, Any]
+    key: str | None = None
 
 
 @dataclass
@@ -91,30 +106,6 @@ class Accepted:
     deliveries: list[Delivery]
     #: True when the key was seen before: the same event is returned, nothing created.
     replayed: bool
-
-
-def request_hash(event_type: str, payload: dict[str, Any]) -> str:
-    """Fingerprint of a request, to tell a retry from a different request with the same key."""
-    canonical = json.dumps({"event_type": event_type, "payload": payload}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _replay(tenant: Tenant, key: str, digest: str) -> Accepted | None:
-    row = (
-        IdempotencyKey.select()
-        .where((IdempotencyKey.tenant == tenant.id) & (IdempotencyKey.key == key))
-        .first()
-    )
-    if row is None:
-        return None
-    if row.created_at < utcnow() - IDEMPOTENCY_TTL:
-        row.delete_instance()  # expired: the key may be used afresh
-        return None
-    if row.request_hash != digest:
-        raise IdempotencyConflict(f"idempotency key {key!r} was already used with a different request")
-    event = Event.get_by_id(row.event_id)
-    deliveries = list(Delivery.select().where(Delivery.event == event).order_by(Delivery.id))
-    return Accepted(event, deliveries, replayed=True)
 
 
 def parks(endpoint: Endpoint) -> bool:
@@ -130,6 +121,15 @@ def _parks(disabled: Any, health: str) -> bool:
 
 _PAYLOAD = Event._meta.fields["payload"]
 
+#: Rows per INSERT statement at most (SQLite allows 32,766 parameters in one statement).
+INSERT_CHUNK = 500
+
+#: Multi-row inserts are prepared (PostgreSQL) for up to this many rows.
+MAX_PREPARED_ROWS = 32
+
+#: A live endpoint as routing needs it: id, subscribed types, disabled, health.
+Route = tuple[str, list[str], Any, str]
+
 
 def _instance(model: type[BaseModel], data: dict[str, Any]) -> Any:
     """A model instance as if read from the database (no defaults, nothing dirty)."""
@@ -138,64 +138,83 @@ def _instance(model: type[BaseModel], data: dict[str, Any]) -> Any:
     return row
 
 
+def _routes(rows: Iterable[Sequence[Any]]) -> list[Route]:
+    """Endpoint rows ``(id, event_types JSON, disabled, health)``, their types parsed once per batch."""
+    return [(row[0], json.loads(row[1]), row[2], row[3]) for row in rows]
+
+
 @dataclass
 class _Plan:
-    """What one event writes: its row, its key's row and its deliveries' rows."""
+    """What a batch writes: its events, their keys and their deliveries, as rows."""
 
-    event: dict[str, Any]
-    deliveries: list[dict[str, Any]]
-    key: str | None
-    digest: str | None
+    events: list[dict[str, Any]]
+    keys: list[list[Any]]
+    deliveries: list[list[dict[str, Any]]]
 
-    def statements(self, dialect: Dialect, sql_for: Callable[[str, str], str] = lambda _name, sql: sql,
-                   ) -> list[tuple[str, list[Any]]]:
-        """``(sql, params)`` of each insert; ``sql_for(name, sql)`` may swap in a prepared statement."""
-        event = self.event
-        out = [(sql_for("ingest_event", insert_event_sql(dialect)),
-                [event["id"], event["tenant"], event["seq"], event["event_type"],
-                 _PAYLOAD.db_value(event["payload"]), event["created_at"]])]
-        if self.key is not None:
-            out.append((sql_for("ingest_key", insert_key_sql(dialect)),
-                        [event["tenant"], self.key, event["id"], self.digest, event["created_at"]]))
-        if self.deliveries:
-            params: list[Any] = []
-            for d in self.deliveries:
-                params += [d[name] for name in DELIVERY_FIELDS]
-            count = len(self.deliveries)
-            out.append((sql_for(deliveries_statement(count), insert_deliveries_sql(dialect, count)), params))
+    def statements(self, dialect: Dialect, tenant_id: str, expired: Sequence[str],
+                   sql_for: Callable[[str, str], str] = lambda _name, sql: sql) -> list[tuple[str, list[Any]]]:
+        """``(sql, params)`` of each statement; ``sql_for(name, sql)`` may swap in a prepared statement."""
+        out: list[tuple[str, list[Any]]] = []
+        if expired:
+            out.append((delete_keys_sql(dialect, len(expired)), [tenant_id, *expired]))
+        events = [[e["id"], e["tenant"], e["seq"], e["event_type"], _PAYLOAD.db_value(e["payload"]), e["created_at"]]
+                  for e in self.events]
+        deliveries = [[d[name] for name in DELIVERY_FIELDS] for group in self.deliveries for d in group]
+        for rows, table, build in ((events, "events", insert_events_sql), (self.keys, "keys", insert_keys_sql),
+                                   (deliveries, "deliveries", insert_deliveries_sql)):
+            for start in range(0, len(rows), INSERT_CHUNK):
+                chunk = rows[start:start + INSERT_CHUNK]
+                out.append((sql_for(statement_name(table, len(chunk)), build(dialect, len(chunk))),
+                            [value for row in chunk for value in row]))
         return out
 
-    def accepted(self) -> Accepted:
-        return Accepted(_instance(Event, self.event), [_instance(Delivery, d) for d in self.deliveries], replayed=False)
+    def shapes(self) -> list[tuple[str, str]]:
+        """``(name, sql)`` of the small multi-row inserts this plan used: worth preparing for next time."""
+        out = []
+        for table, rows, build in (("events", len(self.events), insert_events_sql),
+                                   ("keys", len(self.keys), insert_keys_sql),
+                                   ("deliveries", sum(map(len, self.deliveries)), insert_deliveries_sql)):
+            if 0 < rows <= MAX_PREPARED_ROWS:
+                out.append((statement_name(table, rows), build(POSTGRES, rows)))
+        return out
+
+    def accepted(self) -> list[Accepted]:
+        return [Accepted(_instance(Event, event), [_instance(Delivery, d) for d in deliveries], replayed=False)
+                for event, deliveries in zip(self.events, self.deliveries)]
 
 
-def _plan(tenant_id: str, seq: int, event_type: str, payload: dict[str, Any], now: datetime,
-          endpoints: Iterable[tuple[str, str, Any, str]], key: str | None, digest: str | None,
-          exclude_endpoint: str | None) -> _Plan:
-    event_id = new_id("evt")
-    event = {"id": event_id, "tenant": tenant_id, "seq": seq, "event_type": event_type, "payload": payload,
-             "created_at": now}
-    deliveries = []
-    for endpoint_id, event_types, disabled, health in endpoints:
-        if endpoint_id == exclude_endpoint or not wants(json.loads(event_types), event_type):
-            continue
-        parked = _parks(disabled, health)
-        deliveries.append({
-            "id": new_id("dlv"), "tenant": tenant_id, "event": event_id, "endpoint": endpoint_id,
-            "status": "parked" if parked else "pending", "attempts": 0,
-            "next_attempt_at": None if parked else now, "created_at": now, "updated_at": now,
-        })
-    deliveries.sort(key=lambda d: d["id"])  # as a replay and GET /v1/events/<id> list them
-    return _Plan(event, deliveries, key, digest)
+def _plan(tenant_id: str, first_seq: int, items: Sequence[NewEvent], digests: Sequence[str | None], now: datetime,
+          routes: list[Route], exclude_endpoint: str | None) -> _Plan:
+    plan = _Plan([], [], [])
+    event_ids = new_ids("evt", len(items))
+    delivery_ids = iter(new_ids("dlv", len(items) * len(routes)))
+    for offset, (item, digest, event_id) in enumerate(zip(items, digests, event_ids)):
+        plan.events.append({"id": event_id, "tenant": tenant_id, "seq": first_seq + offset,
+                            "event_type": item.event_type, "payload": item.payload, "created_at": now})
+        if item.key is not None:
+            plan.keys.append([tenant_id, item.key, event_id, digest, now])
+        deliveries = []
+        for endpoint_id, event_types, disabled, health in routes:
+            if endpoint_id == exclude_endpoint or not wants(event_types, item.event_type):
+                continue
+            parked = _parks(disabled, health)
+            deliveries.append({
+                "id": next(delivery_ids), "tenant": tenant_id, "event": event_id, "endpoint": endpoint_id,
+                "status": "parked" if parked else "pending", "attempts": 0,
+                "next_attempt_at": None if parked else now, "created_at": now, "updated_at": now,
+            })
+        deliveries.sort(key=lambda d: d["id"])  # as a replay and GET /v1/events/<id> list them
+        plan.deliveries.append(deliveries)
+    return plan
 
 
-def _check_bucket(row: Sequence[Any] | None, rate_limit: float | None) -> int:
-    """The new seq, or RateLimited when the bump found no token left."""
+def _last_seq(row: Sequence[Any] | None, rate_limit: float | None) -> int:
+    """The last seq of the batch, or RateLimited when the bump found too few tokens left."""
     if row is None:
         raise UnknownTenant("tenant not found")
     seq, tokens = row[0], row[1]
     if rate_limit is not None and tokens < 0:
-        # ``tokens`` is what was left minus the one this event would have spent.
+        # ``tokens`` is what was left minus what this batch would have spent.
         raise RateLimited(-tokens / rate_limit)
     return int(seq)
 
@@ -203,12 +222,8 @@ def _check_bucket(row: Sequence[Any] | None, rate_limit: float | None) -> int:
 # --- storing -------------------------------------------------------------------------------
 
 
-#: Multi-row delivery inserts are prepared for up to this many endpoints per event.
-MAX_PREPARED_DELIVERIES = 32
-
-
-def deliveries_statement(count: int) -> str:
-    return f"ingest_deliveries_{count}"
+def statement_name(table: str, rows: int) -> str:
+    return f"ingest_{table}_{rows}"
 
 
 #: Which statements each connection has prepared (``PG_PREPARED_STATEMENTS``).
@@ -220,35 +235,33 @@ class _StatementMissing(Exception):
 
 
 class _KeySeen(Exception):
-    """PostgreSQL fast path: the idempotency key is on file; rolled back, go replay it."""
+    """PostgreSQL fast path: an idempotency key is on file; rolled back, go look them up."""
 
 
-def _store_postgres(tenant_id: str, event_type: str, payload: dict[str, Any], key: str | None,
-                    digest: str | None, exclude_endpoint: str | None, rate_limit: float | None) -> Accepted:
+def _store_postgres(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], expired: list[str],
+                    exclude_endpoint: str | None, rate_limit: float | None) -> list[Accepted]:
     """Two round trips, explicit ``BEGIN``/``COMMIT`` (peewee is told to keep out of it)."""
     now = utcnow()
-    params = bump_params(POSTGRES, tenant_id, rate_limit, now)
-    if key is not None:
-        params += [tenant_id, key]
+    keys = [item.key for item in items if item.key is not None and item.key not in expired]
+    params = bump_params(POSTGRES, tenant_id, rate_limit, now, len(items))
+    if keys:
+        params += [tenant_id, keys]
     params.append(tenant_id)
     database.connect(reuse_if_open=True)  # before manual_commit(): connecting resets peewee's transaction stack
-    start_name = f"ingest_start_{int(rate_limit is not None)}{int(key is not None)}"
-    start = postgres_start_sql(rate_limit is not None, key is not None)
+    start_name = f"ingest_start_{int(rate_limit is not None)}{int(bool(keys))}"
+    start = postgres_start_sql(rate_limit is not None, bool(keys))
     prepared.prepare(start_name, start)  # once per connection, before BEGIN
-    prepared.prepare("ingest_event", insert_event_sql(POSTGRES))
-    if key is not None:
-        prepared.prepare("ingest_key", insert_key_sql(POSTGRES))
     with database.manual_commit():
         committed = False
         try:
             try:
                 rows = database.execute_sql("BEGIN; " + prepared.sql_for(start_name, start), params).fetchall()
-                seq = _check_bucket(rows[0] if rows else None, rate_limit)
-                if rows[0][2]:
+                if rows and rows[0][2]:  # before the bucket: replayed items spend no token
                     raise _KeySeen()
-                endpoints = [row[3:] for row in rows if row[3] is not None]
-                plan = _plan(tenant_id, seq, event_type, payload, now, endpoints, key, digest, exclude_endpoint)
-                statements = plan.statements(POSTGRES, prepared.sql_for)
+                last = _last_seq(rows[0] if rows else None, rate_limit)
+                routes = _routes(row[3:] for row in rows if row[3] is not None)
+                plan = _plan(tenant_id, last - len(items) + 1, items, digests, now, routes, exclude_endpoint)
+                statements = plan.statements(POSTGRES, tenant_id, expired, prepared.sql_for)
                 sql = "; ".join(statement for statement, _ in statements) + "; COMMIT"
                 database.execute_sql(sql, [value for _, values in statements for value in values])
                 committed = True
@@ -260,31 +273,119 @@ def _store_postgres(tenant_id: str, event_type: str, payload: dict[str, Any], ke
         finally:
             if not committed:
                 rollback_quietly()
-    count = len(plan.deliveries)
-    if 0 < count <= MAX_PREPARED_DELIVERIES:  # for the next event, now that the transaction is over
+    for name, sql in plan.shapes():  # for the next batch of that shape, now that the transaction is over
         try:
-            prepared.prepare(deliveries_statement(count), insert_deliveries_sql(POSTGRES, count))
-        except Exception:  # noqa: BLE001 - the event is committed: never fail (or retry) it now
-            log.debug("preparing the insert of %d deliveries failed", count, exc_info=True)
+            prepared.prepare(name, sql)
+        except Exception:  # noqa: BLE001 - the events are committed: never fail (or retry) them now
+            log.debug("preparing %s failed", name, exc_info=True)
     return plan.accepted()
 
 
-def _store_generic(tenant_id: str, event_type: str, payload: dict[str, Any], key: str | None,
-                   digest: str | None, exclude_endpoint: str | None, rate_limit: float | None) -> Accepted:
-    """The same statements one by one, inside ``write()`` (SQLite, or an enclosing transaction)."""
+def _store_generic(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], expired: list[str],
+                   exclude_endpoint: str | None, rate_limit: float | None) -> list[Accepted]:
+    """The same statements one by one, inside the caller's ``write()`` (SQLite, or an enclosing transaction)."""
     dialect = POSTGRES if is_postgres() else SQLITE
     now = utcnow()
     bump = bump_sql(dialect, rate_limit is not None)
-    cursor = database.execute_sql(bump, bump_params(dialect, tenant_id, rate_limit, now))
-    seq = _check_bucket(cursor.fetchone(), rate_limit)
-    endpoints = database.execute_sql(endpoints_sql(dialect), [tenant_id]).fetchall()
-    plan = _plan(tenant_id, seq, event_type, payload, now, endpoints, key, digest, exclude_endpoint)
-    for statement, values in plan.statements(dialect):
+    cursor = database.execute_sql(bump, bump_params(dialect, tenant_id, rate_limit, now, len(items)))
+    last = _last_seq(cursor.fetchone(), rate_limit)
+    routes = _routes(database.execute_sql(endpoints_sql(dialect), [tenant_id]).fetchall())
+    plan = _plan(tenant_id, last - len(items) + 1, items, digests, now, routes, exclude_endpoint)
+    for statement, values in plan.statements(dialect, tenant_id, expired):
         database.execute_sql(statement, values)
     return plan.accepted()
 
 
+def _earlier_events(event_ids: Iterable[str]) -> dict[str, Accepted]:
+    """The events named by keys on file, with their deliveries, marked replayed."""
+    ids = list(set(event_ids))
+    if not ids:
+        return {}
+    events = {event.id: event for event in Event.select().where(Event.id.in_(ids))}
+    deliveries: dict[str, list[Delivery]] = {event_id: [] for event_id in events}
+    for delivery in Delivery.select().where(Delivery.event.in_(ids)).order_by(Delivery.id):
+        deliveries[delivery.event_id].append(delivery)
+    return {event_id: Accepted(event, deliveries[event_id], replayed=True) for event_id, event in events.items()}
+
+
+def _keyed(items: Sequence[NewEvent], digests: Sequence[str | None],
+           indexes: Iterable[int]) -> dict[str, tuple[int, str]]:
+    return {items[i].key: (i, digests[i]) for i in indexes if items[i].key is not None}  # type: ignore[misc]
+
+
+def _store_new(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None],
+               exclude_endpoint: str | None, rate_limit: float | None) -> tuple[dict[int, Accepted], dict[int, str]]:
+    """Store the items whose keys are not on file: ``({index: stored}, {index: earlier event id})``."""
+    todo = list(range(len(items)))
+    on_file = idempotency.OnFile()
+
+    def store(store_fn: Callable[..., list[Accepted]]) -> dict[int, Accepted]:
+        if not todo:
+            return {}
+        stored = store_fn(tenant_id, [items[i] for i in todo], [digests[i] for i in todo], on_file.expired,
+                          exclude_endpoint, rate_limit)
+        return dict(zip(todo, stored))
+
+    def look_up() -> None:
+        nonlocal todo, on_file
+        on_file = idempotency.look_up(tenant_id, _keyed(items, digests, todo), utcnow())
+        todo = [i for i in todo if i not in on_file.replays]
+
+    if is_postgres() and not database.in_transaction():
+        for _ in range(4):
+            try:
+                return store(_store_postgres), on_file.replays
+            except _StatementMissing:
+                continue  # prepared again on the next try
+            except _KeySeen:
+                with write():
+                    look_up()
+        raise RuntimeError("could not store the events (idempotency keys or prepared statements kept changing)")
+    with write():
+        if any(item.key is not None for item in items):
+            look_up()
+        return store(_store_generic), on_file.replays
+
+
 @retrying
+def store_events(
+    tenant: Tenant,
+    items: Sequence[NewEvent],
+    *,
+    exclude_endpoint: str | None = None,
+    rate_limit: float | None = None,
+) -> list[Accepted]:
+    """Write the new events and their deliveries in one transaction, in list order; answer in list order.
+
+    An item whose key is on file (or repeats an earlier item's key) gets the earlier event,
+    marked replayed, and spends neither a seq nor a token. ``IdempotencyConflict`` names
+    the items whose key was used with a different request; nothing is written then.
+    ``exclude_endpoint``: an operational event is not sent to the endpoint it is about.
+    ``rate_limit``: events per second this tenant may send (None: unlimited).
+    """
+    digests = [None if item.key is None else request_hash(item.event_type, item.payload) for item in items]
+    repeats = idempotency.repeats_within([item.key for item in items], digests)
+    firsts = [i for i in range(len(items)) if i not in repeats]
+    args = ([items[i] for i in firsts], [digests[i] for i in firsts], exclude_endpoint, rate_limit)
+    try:
+        try:
+            stored, replays = _store_new(tenant.id, *args)
+        except peewee.IntegrityError:
+            # Lost a race for an idempotency key: the winner has committed; now it is on file.
+            if all(item.key is None for item in items) or database.in_transaction():
+                raise
+            stored, replays = _store_new(tenant.id, *args)
+    except IdempotencyConflict as conflict:  # positions among ``firsts`` -> positions in ``items``
+        raise IdempotencyConflict([(firsts[position], key) for position, key in conflict.conflicts]) from None
+    earlier = _earlier_events(replays.values())
+    results: list[Accepted] = [None] * len(items)  # type: ignore[list-item]
+    for position, index in enumerate(firsts):
+        results[index] = stored[position] if position in stored else earlier[replays[position]]
+    for index, first in repeats.items():
+        results[index] = Accepted(results[first].event, results[first].deliveries, replayed=True)
+    return results
+
+
 def store_event(
     tenant: Tenant,
     event_type: str,
@@ -294,42 +395,45 @@ def store_event(
     exclude_endpoint: str | None = None,
     rate_limit: float | None = None,
 ) -> Accepted:
-    """Write the event and its deliveries in one transaction (or return the key's earlier event).
+    """``store_events`` of one event."""
+    return store_events(tenant, [NewEvent(event_type, payload, key)], exclude_endpoint=exclude_endpoint,
+                        rate_limit=rate_limit)[0]
 
-    ``exclude_endpoint``: an operational event is not sent to the endpoint it is about.
-    ``rate_limit``: events per second this tenant may send (None: unlimited).
-    """
-    digest = None if key is None else request_hash(event_type, payload)
-    args = (tenant.id, event_type, payload, key, digest, exclude_endpoint, rate_limit)
-    try:
-        if is_postgres() and not database.in_transaction():
-            for _ in range(3):
-                try:
-                    return _store_postgres(*args)
-                except _StatementMissing:
-                    continue  # prepared again on the next try
-                except _KeySeen:
-                    with write():
-                        earlier = _replay(tenant, key, digest)  # type: ignore[arg-type]
-                    if earlier is not None:
-                        return earlier
-                    # The key had expired and is deleted now: store afresh.
-            raise RuntimeError(f"could not store the event (idempotency key {key!r} or prepared statements)")
-        with write():
-            if key is not None:
-                earlier = _replay(tenant, key, digest)  # type: ignore[arg-type]
-                if earlier is not None:
-                    return earlier
-            return _store_generic(*args)
-    except peewee.IntegrityError:
-        # Lost a race for the same idempotency key: the winner has committed; return it.
-        if key is None:
-            raise
-        with write():
-            winner = _replay(tenant, key, digest)  # type: ignore[arg-type]
-        if winner is None:
-            raise
-        return winner
+
+def accept_events(
+    tenant: Tenant,
+    items: Sequence[NewEvent],
+    *,
+    publisher: Publisher | None = None,
+    topology: Topology | None = None,
+) -> list[Accepted]:
+    """Store the events durably, then publish their deliveries (after the answer, in a request;
+    the relay covers whatever is not confirmed)."""
+    reserved = sorted({item.event_type for item in items} & OPERATIONAL_EVENT_TYPES)
+    if reserved:
+        raise ReservedEventType(f"{reserved[0]!r} is reserved for events the service raises itself")
+    in_request = publisher is None
+    publisher, topology, rate_limit = request_defaults(publisher, topology)
+    if rate_limit is not None and len(items) > rate_limit:
+        raise BatchOverRateLimit(f"a batch of {len(items)} events is more than the tenant's rate limit allows at once "
+                                 f"({rate_limit:g} events per second): send smaller batches")
+    accepted = store_events(tenant, items, rate_limit=rate_limit)
+    new = [a for a in accepted if not a.replayed]
+    if new:
+        messages = [message_for(d, a.event) for a in new for d in a.deliveries if d.status == "pending"]
+        if in_request:
+            # The answer does not wait for the broker: published right after, in batches.
+            current_app.extensions["webhooks.enqueuer"].submit(messages)
+        else:
+            enqueue(publisher, topology, messages)
+        metrics.EVENTS.inc(len(new))
+        log.info(
+            "accepted %s tenant=%s seq=%d%s deliveries=%d",
+            f"event={new[0].event.id} type={new[0].event.event_type}" if len(new) == 1 else f"{len(new)} events",
+            tenant.id, new[0].event.seq, "" if len(new) == 1 else f"-{new[-1].event.seq}",
+            sum(len(a.deliveries) for a in new),
+        )
+    return accepted
 
 
 def accept_event(
@@ -341,29 +445,13 @@ def accept_event(
     publisher: Publisher | None = None,
     topology: Topology | None = None,
 ) -> Accepted:
-    """Store the event durably, then publish its deliveries (after the answer, in a request;
-    the relay covers whatever is not confirmed)."""
-    if event_type in OPERATIONAL_EVENT_TYPES:
-        raise ReservedEventType(f"{event_type!r} is reserved for events the service raises itself")
-    in_request = publisher is None
-    publisher, topology, rate_limit = request_defaults(publisher, topology)
-    accepted = store_event(tenant, event_type, payload, idempotency_key, rate_limit=rate_limit)
-    if not accepted.replayed:
-        messages = [message_for(d, accepted.event) for d in accepted.deliveries if d.status == "pending"]
-        if in_request:
-            # The answer does not wait for the broker: published right after, in batches.
-            current_app.extensions["webhooks.enqueuer"].submit(messages)
-        else:
-            enqueue(publisher, topology, messages)
-        metrics.EVENTS.inc()
-        log.info(
-            "accepted event=%s tenant=%s type=%s seq=%d deliveries=%d",
-            accepted.event.id, tenant.id, event_type, accepted.event.seq, len(accepted.deliveries),
-        )
-    return accepted
+    """``accept_events`` of one event."""
+    return accept_events(tenant, [NewEvent(event_type, payload, idempotency_key)], publisher=publisher,
+                         topology=topology)[0]
 
 
-def request_defaults(publisher: Publisher | None, topology: Topology | None) -> tuple[Publisher, Topology, float | None]:
+def request_defaults(publisher: Publisher | None,
+                     topology: Topology | None) -> tuple[Publisher, Topology, float | None]:
     """The app's publisher, topology and ingest rate limit (outside a request: as given, unlimited)."""
     if publisher is not None and topology is not None:
         return publisher, topology, None

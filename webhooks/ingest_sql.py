@@ -1,4 +1,4 @@
-"""The SQL text of ``POST /v1/events`` (see ``webhooks.ingest``), built once per shape.
+"""The SQL text of ``POST /v1/events`` and its batch (see ``webhooks.ingest``), built once per shape.
 
 Spelled for PostgreSQL and for SQLite (``Dialect``); table and column names come from the
 models through ``webhooks.sqltext``.
@@ -50,29 +50,29 @@ SQLITE = Dialect(
 
 @lru_cache(maxsize=None)
 def bump_sql(dialect: Dialect, limited: bool) -> str:
-    """``UPDATE tenant … RETURNING event_seq, ingest_tokens``: seq + 1 and, when ``limited``,
-    one token spent from the bucket (refilled for the time since it was last used, capped
-    at one second's worth). Parameters: ``bump_params``.
+    """``UPDATE tenant … RETURNING event_seq, ingest_tokens``: seq + n and, when ``limited``,
+    n tokens spent from the bucket (refilled for the time since it was last used, capped
+    at one second's worth), for a batch of n events. Parameters: ``bump_params``.
 
-    The remaining tokens come back negative when none was left: the caller rolls back.
+    The remaining tokens come back negative when there were fewer than n: the caller rolls back.
     """
     p = dialect.param
-    sets = ['"event_seq" = "event_seq" + 1']
+    sets = [f'"event_seq" = "event_seq" + {p}']
     if limited:
         elapsed = dialect.seconds_since_update.format(now=p)
         sets += [
             f'"ingest_tokens" = {dialect.least}({p}, COALESCE("ingest_tokens" + '
-            f"{dialect.greatest}(0, {elapsed}) * {p}, {p})) - 1",
+            f"{dialect.greatest}(0, {elapsed}) * {p}, {p})) - {p}",
             f'"ingest_updated_at" = {dialect.greatest}(COALESCE("ingest_updated_at", {p}), {p})',
         ]
     return (f"UPDATE {table(Tenant)} SET {', '.join(sets)} WHERE \"id\" = {p} "
             f'RETURNING "event_seq", "ingest_tokens"')
 
 
-def bump_params(dialect: Dialect, tenant_id: str, rate_limit: float | None, now: datetime) -> list[Any]:
+def bump_params(dialect: Dialect, tenant_id: str, rate_limit: float | None, now: datetime, count: int) -> list[Any]:
     if rate_limit is None:
-        return [tenant_id]
-    return [rate_limit, dialect.now_param(now), rate_limit, rate_limit, now, now, tenant_id]
+        return [count, tenant_id]
+    return [count, rate_limit, dialect.now_param(now), rate_limit, rate_limit, count, now, now, tenant_id]
 
 
 @lru_cache(maxsize=None)
@@ -83,21 +83,15 @@ def endpoints_sql(dialect: Dialect) -> str:
 
 
 @lru_cache(maxsize=None)
-def key_seen_sql(dialect: Dialect) -> str:
-    """Is the idempotency key on file? Parameters: tenant id, key."""
-    p = dialect.param
-    return f'SELECT 1 FROM {table(IdempotencyKey)} WHERE "tenant_id" = {p} AND "key" = {p}'
-
-
-@lru_cache(maxsize=None)
-def postgres_start_sql(limited: bool, with_key: bool) -> str:
-    """Round trip 1 on PostgreSQL (after ``BEGIN``): bump, look up the key and the endpoints.
+def postgres_start_sql(limited: bool, with_keys: bool) -> str:
+    """Round trip 1 on PostgreSQL (after ``BEGIN``): bump, look up the keys and the endpoints.
 
     One row per live endpoint (one row of NULL endpoint columns when there is none):
-    ``event_seq, ingest_tokens, key_seen, id, event_types, disabled, health``.
-    Parameters: the bump's, [tenant id, key,] tenant id.
+    ``event_seq, ingest_tokens, any_key_seen, id, event_types, disabled, health``.
+    Parameters: the bump's, [tenant id, the keys as one array,] tenant id.
     """
-    key_seen = f"EXISTS ({key_seen_sql(POSTGRES)})" if with_key else "FALSE"
+    key_seen = (f'EXISTS (SELECT 1 FROM {table(IdempotencyKey)} WHERE "tenant_id" = %s AND "key" = ANY(%s))'
+                if with_keys else "FALSE")
     return (
         f"WITH bumped AS ({bump_sql(POSTGRES, limited)}) "
         f'SELECT b."event_seq", b."ingest_tokens", {key_seen}, e."id", e."event_types", e."disabled", e."health" '
@@ -106,17 +100,25 @@ def postgres_start_sql(limited: bool, with_key: bool) -> str:
     )
 
 
-@lru_cache(maxsize=None)
-def insert_event_sql(dialect: Dialect) -> str:
-    return insert_sql(Event, EVENT_FIELDS, 1, dialect.param)
+@lru_cache(maxsize=64)
+def insert_events_sql(dialect: Dialect, count: int) -> str:
+    """One multi-row insert of ``count`` events."""
+    return insert_sql(Event, EVENT_FIELDS, count, dialect.param)
 
 
-@lru_cache(maxsize=None)
-def insert_key_sql(dialect: Dialect) -> str:
-    return insert_sql(IdempotencyKey, KEY_FIELDS, 1, dialect.param)
+@lru_cache(maxsize=64)
+def insert_keys_sql(dialect: Dialect, count: int) -> str:
+    """One multi-row insert of ``count`` idempotency keys."""
+    return insert_sql(IdempotencyKey, KEY_FIELDS, count, dialect.param)
 
 
 @lru_cache(maxsize=64)
 def insert_deliveries_sql(dialect: Dialect, count: int) -> str:
     """One multi-row insert of ``count`` deliveries."""
     return insert_sql(Delivery, DELIVERY_FIELDS, count, dialect.param)
+
+
+def delete_keys_sql(dialect: Dialect, count: int) -> str:
+    """Forget ``count`` expired idempotency keys of a tenant. Parameters: tenant id, the keys."""
+    p = dialect.param
+    return f'DELETE FROM {table(IdempotencyKey)} WHERE "tenant_id" = {p} AND "key" IN ({", ".join([p] * count)})'

@@ -14,15 +14,15 @@ import logging
 import os
 from typing import Iterator
 
-import pika
 from flask import Blueprint, Response, abort, current_app, request
 from peewee import fn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from webhooks import endpoint_windows
+from webhooks.brokers import connect
 from webhooks.models import Delivery, Endpoint
-from webhooks.publisher import connection_parameters
 from webhooks.timeutil import utcnow
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,13 @@ ATTEMPT_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30),
 )
 EVENTS = Counter("webhooks_events_ingested", "Events accepted by POST /v1/events (replays not counted)")
+WINDOW_CUTS = Counter(
+    "webhooks_window_cuts", "Cuts of an endpoint's concurrency window, by cause (failure: timeout, error, 5xx, 429; "
+    "latency: answers far slower than its baseline)", ["cause"],
+)
+
+#: Bucket bounds of ``webhooks_endpoint_windows`` (endpoints whose window is at most this).
+WINDOW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 #: Environment variable holding a bearer token for ``/metrics``; without it only loopback may scrape.
 TOKEN_ENV = "METRICS_TOKEN"
@@ -73,12 +80,13 @@ class StateCollector:
         for state, count in counts.items():
             health.add_metric([state], count)
         yield health
+        yield _windows()
 
     def _queues(self) -> Iterator[GaugeMetricFamily]:
         depth = GaugeMetricFamily("webhooks_queue_messages", "Messages ready in each queue", labels=["queue"])
         up = GaugeMetricFamily("webhooks_broker_up", "1 if the broker answered this scrape")
         try:
-            connection = pika.BlockingConnection(connection_parameters(self.settings.amqp_url, 1.0))  # type: ignore[attr-defined]
+            connection = connect(self.settings.amqp_url, 1.0)  # type: ignore[attr-defined]
             try:
                 for queue, count in self.settings.topology.depths(connection.channel()).items():  # type: ignore[attr-defined]
                     depth.add_metric([queue], count)
@@ -90,6 +98,18 @@ class StateCollector:
             up.add_metric([], 0)
         yield depth
         yield up
+
+
+def _windows() -> GaugeMetricFamily:
+    """Endpoints being called now by their concurrency window, as cumulative buckets (no per-endpoint labels)."""
+    windows = endpoint_windows.all_windows()
+    family = GaugeMetricFamily(
+        "webhooks_endpoint_windows", "Endpoints being called now whose concurrency window is at most `le`", labels=["le"]
+    )
+    for bound in WINDOW_BUCKETS:
+        family.add_metric([str(bound)], sum(1 for window in windows if window <= bound))
+    family.add_metric(["+Inf"], len(windows))
+    return family
 
 
 def _allowed() -> bool:

@@ -45,13 +45,21 @@ class Tenant(BaseModel):
 
 
 class ApiKey(BaseModel):
-    """A tenant's key ``<id>.<secret>``: looked up by id, SHA-256 of the secret stored."""
+    """A tenant's key ``<id>.<secret>``: looked up by id, SHA-256 of the secret stored.
+
+    A tenant may hold several, each with a name. A key replaced by a rotation keeps working
+    until ``expires_at`` (the overlap); a revoked one stops at once (within the key cache's lifetime).
+    """
 
     id = peewee.CharField(primary_key=True, max_length=40)
     tenant = peewee.ForeignKeyField(Tenant, backref="api_keys", on_delete="CASCADE")
+    name = peewee.CharField(max_length=100, default="default")
     secret_hash = peewee.CharField(max_length=64)
     created_at = peewee.DateTimeField(default=utcnow)
     revoked_at = peewee.DateTimeField(null=True)
+    expires_at = peewee.DateTimeField(null=True)
+    #: Written at most once a minute per key (``auth_keys.LAST_USED_INTERVAL``), never on every request.
+    last_used_at = peewee.DateTimeField(null=True)
 
 
 class Endpoint(BaseModel):
@@ -132,6 +140,11 @@ class Delivery(BaseModel):
     enqueued_at = peewee.DateTimeField(null=True)
     #: A worker holds the current attempt until then; a killed worker's claim expires.
     lease_until = peewee.DateTimeField(null=True)
+    #: Resends and recovers among ``attempts``: they do not move the delivery down the ladder.
+    manual_attempts = peewee.IntegerField(default=0)
+    #: Set while the delivery waits in the database as part of an endpoint's backlog, with
+    #: no message in the broker; a worker fetches it back when the endpoint's lane runs short.
+    spilled_at = peewee.DateTimeField(null=True)
     created_at = peewee.DateTimeField(default=utcnow)
     updated_at = peewee.DateTimeField(default=utcnow)
     delivered_at = peewee.DateTimeField(null=True)
@@ -212,7 +225,22 @@ class Alert(BaseModel):
         indexes = ((("raised_at",), False), (("emailed_at",), False))
 
 
+class EndpointWindow(BaseModel):
+    """One worker process's concurrency window for one endpoint, written every few seconds."""
+
+    endpoint_id = peewee.CharField(max_length=40)
+    #: ``host:pid`` of the worker process.
+    worker = peewee.CharField(max_length=80)
+    window = peewee.IntegerField()
+    ceiling = peewee.IntegerField()
+    in_flight = peewee.IntegerField()
+    updated_at = peewee.DateTimeField()
+
+    class Meta:
+        primary_key = peewee.CompositeKey("endpoint_id", "worker")
+
+
 #: Creation order (parents first).
 ALL_MODELS: tuple[type[BaseModel], ...] = (
-    Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt, HealthChange, Alert,
+    Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt, HealthChange, Alert, EndpointWindow,
 )

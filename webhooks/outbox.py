@@ -21,13 +21,12 @@ from webhooks.db import database, is_postgres, relaxed_commit, release_connectio
 from webhooks.messages import DeliveryMessage
 from webhooks.models import Delivery, Event
 from webhooks.publisher import Publisher
+from webhooks.statuses import LADDER_STATUSES
 from webhooks.timeutil import isoformat, utcnow
 from webhooks.topology import Topology
 
 log = logging.getLogger(__name__)
 
-#: Statuses whose next attempt is the relay's business (the ladder is running).
-LADDER_STATUSES = ("pending", "retrying")
 
 #: Rows republished per relay pass.
 RELAY_BATCH = 500
@@ -200,23 +199,29 @@ class BackgroundEnqueuer:
                     self._done.notify_all()
 
 
-@retrying
-def overdue(grace: float, limit: int = RELAY_BATCH) -> list[tuple[Delivery, Event]]:
-    """Deliveries whose next attempt is due for ``grace`` seconds with no confirmed message."""
+def overdue_in_ladder(condition: Any, older_than: float, limit: int) -> list[tuple[Delivery, Event]]:
+    """Deliveries in the ladder due more than ``older_than`` seconds ago, held by no worker
+    (no live lease) and matching ``condition``, most overdue first, with their events."""
     now = utcnow()
     rows = (
         Delivery.select(Delivery, Event)
         .join(Event)
         .where(
             Delivery.status.in_(LADDER_STATUSES)
-            & Delivery.enqueued_at.is_null()
-            & (Delivery.next_attempt_at <= now - timedelta(seconds=grace))
+            & condition
+            & (Delivery.next_attempt_at <= now - timedelta(seconds=older_than))
             & (Delivery.lease_until.is_null() | (Delivery.lease_until < now))
         )
         .order_by(Delivery.next_attempt_at, Delivery.id)
         .limit(limit)
     )
     return [(row, row.event) for row in rows]
+
+
+@retrying
+def overdue(grace: float, limit: int = RELAY_BATCH) -> list[tuple[Delivery, Event]]:
+    """Deliveries whose next attempt is due for ``grace`` seconds with no confirmed message."""
+    return overdue_in_ladder(Delivery.enqueued_at.is_null(), grace, limit)
 
 
 def relay_once(publisher: Publisher, topology: Topology, grace: float) -> int:

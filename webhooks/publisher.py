@@ -30,6 +30,7 @@ from flask import Flask, current_app
 from pika.adapters import select_connection
 from pika.channel import Channel
 
+from webhooks.brokers import broker_parameters, describe
 from webhooks.config import Settings
 
 log = logging.getLogger(__name__)
@@ -53,16 +54,6 @@ def message_properties(headers: dict[str, Any]) -> pika.BasicProperties:
         content_type="application/json",
         headers=headers,
     )
-
-
-def connection_parameters(url: str, timeout: float) -> pika.URLParameters:
-    """Parameters whose connect and socket operations give up after about ``timeout`` seconds."""
-    params = pika.URLParameters(url)
-    params.socket_timeout = timeout
-    params.stack_timeout = timeout * 2
-    params.blocked_connection_timeout = max(timeout * 5, 5.0)
-    params.connection_attempts = 1
-    return params
 
 
 class LinkBroken(Exception):
@@ -153,7 +144,9 @@ class ConfirmingLink:
                 continue
             self._acked[index] = True
             if nacked and self._failed[index] is None:
-                self._failed[index] = f"broker refused the message for {self._batch[index][0]!r} (queue full?)"
+                self._failed[index] = (
+                    f"broker refused the message for {self._batch[index][0]!r} (queue full, or its leader just changed)"
+                )
 
     # -- driving ---------------------------------------------------------------------------
 
@@ -225,16 +218,30 @@ class ConfirmingLink:
 
 
 class Publisher:
-    """A lazily opened confirming link, re-opened after a fork or a broken connection."""
+    """A lazily opened confirming link, re-opened after a fork or a broken connection.
+
+    With several broker nodes (``AMQP_URL`` listing a cluster) the first link goes to
+    the first node that answers, in the order given. When a link breaks, the batch is
+    retried once on a new link that starts with the next node, so a dead node costs
+    one reconnect, not the batch. What is still unconfirmed after that stays for the
+    outbox relay: a message counts only once a node of the cluster confirmed it.
+    """
 
     def __init__(self, amqp_url: str, timeout: float = 1.0) -> None:
-        self._params = connection_parameters(amqp_url, timeout)
+        self._nodes = broker_parameters(amqp_url, timeout)
         #: How long a batch may wait for its confirms before it counts as failed.
-        self.confirm_timeout = self._params.blocked_connection_timeout or 5.0
+        self.confirm_timeout = self._nodes[0].blocked_connection_timeout or 5.0
         self._lock = threading.Lock()
         self._pid = 0
         self._link: ConfirmingLink | None = None
+        self._link_node = 0  # index in ``_nodes`` of the node ``_link`` is connected to
+        self._first_node = 0  # where the next connection attempt starts
         self._down_until = 0.0
+
+    @property
+    def node(self) -> str | None:
+        """``host:port`` of the node the open link is connected to (None without one)."""
+        return describe(self._nodes[self._link_node]) if self._link is not None else None
 
     def publish(self, messages: Sequence[Outgoing]) -> int:
         """Publish in order; return how many were confirmed (all, or a prefix on failure)."""
@@ -250,12 +257,12 @@ class Publisher:
                 except BatchFailed as failure:
                     done += failure.confirmed
                     error: Exception = failure.error
-                except (LinkBroken, pika.exceptions.AMQPError, OSError) as connect_error:
-                    error = connect_error
-                self._close()
-                refused = isinstance(error, PublishError) or (isinstance(error, LinkBroken) and error.timed_out)
-                if retry and not refused:
-                    continue  # a stale connection (broker restart): reconnect once
+                    refused = isinstance(error, PublishError)
+                    self._close(node_failed=not refused)
+                    if retry and not refused and not (isinstance(error, LinkBroken) and error.timed_out):
+                        continue  # a stale connection or a dead node: reconnect (to the next node) once
+                except LinkBroken as connect_error:
+                    error = connect_error  # no node answered: trying them all again now would not help
                 log.warning("publish failed after %d of %d messages: %s", done, len(messages), error)
                 self._down_until = time.monotonic() + COOLDOWN_SECONDS
                 return done
@@ -266,13 +273,32 @@ class Publisher:
             # Inherited from a parent process (gunicorn fork): never share its socket.
             self._link, self._pid = None, os.getpid()
         if self._link is None or not self._link.usable:
-            self._close()
-            self._link = ConfirmingLink(self._params, self.confirm_timeout)
+            self._close(node_failed=self._link is not None)
+            self._link = self._open_link()
         return self._link
 
-    def _close(self) -> None:
+    def _open_link(self) -> ConfirmingLink:
+        """A link to the first node that answers, trying each once from ``_first_node`` on."""
+        errors = []
+        for step in range(len(self._nodes)):
+            index = (self._first_node + step) % len(self._nodes)
+            try:
+                link = ConfirmingLink(self._nodes[index], self.confirm_timeout)
+            except (LinkBroken, pika.exceptions.AMQPError, OSError) as error:
+                errors.append(f"{describe(self._nodes[index])}: {error}")
+                continue
+            if step or index != self._link_node:
+                log.info("publishing through broker node %s", describe(self._nodes[index]))
+            self._link_node = self._first_node = index
+            return link
+        raise LinkBroken("no broker node answered (" + "; ".join(errors) + ")")
+
+    def _close(self, node_failed: bool = False) -> None:
+        """Drop the link; after a failure of its node the next link starts with the next node."""
         link, self._link = self._link, None
         if link is not None:
+            if node_failed:
+                self._first_node = (self._link_node + 1) % len(self._nodes)
             link.close()
 
     def close(self) -> None:

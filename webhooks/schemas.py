@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from marshmallow import Schema, ValidationError, fields, validate
 
+from webhooks.durations import parse_seconds
 from webhooks.ids import PREFIXES, has_prefix
 from webhooks.event_types import EVENT_TYPE_PATTERN, OPERATIONAL_EVENT_TYPES
 from webhooks.presence import health_of
@@ -165,6 +166,35 @@ class EventCreateSchema(Schema):
     idempotency_key = fields.String(validate=IDEMPOTENCY_KEY)
 
 
+#: A rotated API key keeps working this long at most (a forgotten overlap must not live forever).
+MAX_KEY_OVERLAP = "30d"
+
+
+def _overlap(value: str) -> None:
+    try:
+        seconds = parse_seconds(value)
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
+    if seconds > parse_seconds(MAX_KEY_OVERLAP):
+        raise ValidationError(f"must be at most {MAX_KEY_OVERLAP}")
+
+
+class ApiKeyCreateSchema(Schema):
+    name = fields.String(
+        required=True, validate=[validate.Length(1, 100), storable_text],
+        metadata={"description": "What the key is for, e.g. `billing-service` (shown in listings)."},
+    )
+
+
+class ApiKeyRotateSchema(Schema):
+    overlap = fields.String(
+        load_default="24h",
+        validate=_overlap,
+        metadata={"description": f"How long the old key keeps working, e.g. `24h` (at most {MAX_KEY_OVERLAP}); "
+                                 "`0s` revokes it at once."},
+    )
+
+
 class IdempotencyHeaderSchema(Schema):
     idempotency_key = fields.String(data_key="Idempotency-Key", validate=IDEMPOTENCY_KEY)
 
@@ -194,6 +224,16 @@ def _scheme_field() -> fields.Function:
     )
 
 
+class ConcurrencySchema(Schema):
+    window = fields.Integer(
+        allow_none=True,
+        metadata={"description": "Calls the workers may have in flight to this endpoint now: grows while it answers "
+                                 "well, cut on timeouts, errors, 5xx and 429 (null: no worker is calling it now)."},
+    )
+    ceiling = fields.Integer(metadata={"description": "The most the window may grow to (`ENDPOINT_MAX_IN_FLIGHT`)."})
+    in_flight = fields.Integer(metadata={"description": "Calls in flight now."})
+
+
 class EndpointSchema(Schema):
     id = fields.String()
     url = fields.String()
@@ -213,6 +253,7 @@ class EndpointSchema(Schema):
     last_success_at = UtcDateTime(allow_none=True)
     parked_count = fields.Integer(metadata={"description": "Deliveries waiting for the endpoint to be back."})
     oldest_parked_at = UtcDateTime(allow_none=True)
+    concurrency = fields.Nested(ConcurrencySchema)
     signature_scheme = _scheme_field()
     created_at = UtcDateTime()
     updated_at = UtcDateTime()
@@ -308,6 +349,22 @@ class EventSchema(Schema):
     deliveries = fields.List(fields.Nested(DeliverySummarySchema))
 
 
+class BatchEventSchema(EventSchema):
+    """An event of a batch's answer: without its payload (the caller has just sent it)."""
+
+    class Meta:
+        exclude = ("payload",)
+
+    replayed = fields.Boolean(
+        metadata={"description": "True when the item's idempotency key named this event already: nothing was created."}
+    )
+
+
+class EventBatchSchema(Schema):
+    data = fields.List(fields.Nested(BatchEventSchema),
+                       metadata={"description": "One event per item, in request order."})
+
+
 class EventDetailSchema(EventSchema):
     deliveries = fields.List(fields.Nested(DeliverySchema))
 
@@ -330,6 +387,28 @@ class AttemptPageSchema(Schema):
     data = fields.List(fields.Nested(AttemptSchema))
     next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
     has_more = fields.Boolean()
+
+
+class ApiKeySchema(Schema):
+    id = fields.String()
+    name = fields.String()
+    created_at = UtcDateTime()
+    last_used_at = UtcDateTime(
+        allow_none=True, metadata={"description": "Recorded at most once a minute: it may lag by that much."}
+    )
+    expires_at = UtcDateTime(allow_none=True, metadata={"description": "Set when a rotation replaced the key."})
+
+
+class ApiKeyListSchema(Schema):
+    data = fields.List(fields.Nested(ApiKeySchema), metadata={"description": "Live keys, oldest first."})
+
+
+class ApiKeyCreatedSchema(ApiKeySchema):
+    api_key = fields.String(metadata={"description": "The whole key, `<id>.<secret>`: shown this once only."})
+
+
+class ApiKeyRotatedSchema(ApiKeyCreatedSchema):
+    replaced = fields.Nested(ApiKeySchema, metadata={"description": "The old key, with its `expires_at`."})
 
 
 class RecoverResultSchema(Schema):

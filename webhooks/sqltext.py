@@ -109,3 +109,14 @@ def models_in(model: type[peewee.Model], key: str, values: Sequence[Any], lock: 
     sql = _select_in_sql(model, (), key, len(values), True, lock and is_postgres(), _param())
     key_field = model._meta.fields[key]
     return list(model.raw(sql, *[key_field.db_value(value) for value in sorted(values)]))
+
+
+@lru_cache(maxsize=256)
+def values_cte(name: str, names: tuple[str, ...], casts: tuple[str, ...] | None, rows: int, param: str) -> str:
+    """``WITH name(a, b) AS (VALUES (p, p), …)``: rows of parameters as a table to join against.
+
+    ``casts`` (PostgreSQL only) types each column, so that a column of NULLs is not text.
+    """
+    cells = [f"{param}::{cast}" for cast in casts] if casts else [param] * len(names)
+    row = "(" + ", ".join(cells) + ")"
+    return f"WITH {name}({', '.join(names)}) AS (VALUES {', '.join([row] * rows)})"

@@ -23,7 +23,7 @@ from werkzeug.exceptions import (
 from webhooks import metrics
 from webhooks.actions import BrokerUnavailable
 from webhooks.ingest import RateLimited
-from webhooks.api import register_blueprints
+from webhooks.api import fast_ingest, register_blueprints
 from webhooks.api.error_docs import ErrorResponsesPlugin
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,7 @@ def init_web(app: Flask) -> None:
     register_blueprints(api)
     app.register_blueprint(metrics.blueprint)
     app.before_request(reject_oversized_body)
+    fast_ingest.install(app)
 
     def http_error(error: HTTPException) -> ErrorResponse:
         payload, code, headers = api.handle_http_exception(error)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from flask_smorest import Api
 
-from webhooks.api import deliveries, endpoints, events, ops
+from webhooks.api import deliveries, endpoints, events, keys, ops
 
 
 def register_blueprints(api: Api) -> None:
     """Register every blueprint (routes and OpenAPI documentation) on ``api``."""
-    for module in (endpoints, events, deliveries, ops):
+    for module in (endpoints, events, deliveries, keys, ops):
         api.register_blueprint(module.blp)

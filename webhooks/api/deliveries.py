@@ -43,7 +43,13 @@ class DeliveryResend(MethodView):
     @blp.alt_response(409, response="CONFLICT")
     @blp.alt_response(503, response="SERVICE_UNAVAILABLE")
     def post(self, delivery_id: str) -> Delivery:
-        """Queue a fresh attempt now, outside the retry ladder."""
+        """Queue a fresh attempt now, outside the retry ladder.
+
+        A delivery that is still retrying keeps its place on the ladder: if this attempt
+        fails, its next scheduled attempt stays due when it was, and the tiers after it
+        are the ones it would have had. A finished delivery (delivered or failed) gets
+        exactly one attempt; a failed one stays failed if it fails again.
+        """
         delivery = get_owned(Delivery, delivery_id)
         try:
             return actions.resend(delivery)

@@ -9,7 +9,7 @@ from flask.views import MethodView
 from flask_smorest import abort
 from peewee import fn
 
-from webhooks import actions, db, netguard
+from webhooks import actions, db, endpoint_windows, netguard
 from webhooks.api.common import attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
 from webhooks.auth import require_tenant
@@ -49,7 +49,7 @@ blp.before_request(require_tenant)
 
 
 def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
-    """Attach ``parked_count`` and ``oldest_parked_at`` to each endpoint (one query for all)."""
+    """Attach ``parked_count``, ``oldest_parked_at`` and ``concurrency`` to each endpoint (a query each for all)."""
     stats = {
         row.endpoint_id: (row.count, row.oldest)
         for row in Delivery.select(
@@ -58,8 +58,12 @@ def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
         .where(Delivery.endpoint.in_([e.id for e in endpoints]) & (Delivery.status == "parked"))
         .group_by(Delivery.endpoint)
     } if endpoints else {}
+    windows = endpoint_windows.of_endpoints([e.id for e in endpoints])
+    ceiling = current_app.extensions["webhooks.settings"].endpoint_max_in_flight
     for endpoint in endpoints:
         endpoint.parked_count, endpoint.oldest_parked_at = stats.get(endpoint.id, (0, None))
+        # No worker is calling it now: no window to show (its next calls start from a small one).
+        endpoint.concurrency = windows.get(endpoint.id) or {"window": None, "ceiling": ceiling, "in_flight": 0}
     return endpoints
 
 

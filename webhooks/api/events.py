@@ -1,14 +1,15 @@
-"""/v1/events: accept events (202, idempotent), the catch-up feed by ``seq``, event history."""
+"""/v1/events: accept events (202, idempotent), one or a batch; the catch-up feed by ``seq``; history."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import jsonify, url_for
+from flask import jsonify, request, url_for
 from flask.views import MethodView
 from flask_smorest import abort
 
 from webhooks import ingest
+from webhooks.ingest import MAX_BATCH, NewEvent
 from webhooks.api.common import attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
 from webhooks.auth import require_tenant
@@ -16,6 +17,7 @@ from webhooks.models import Attempt, Delivery, Event
 from webhooks.timeutil import isoformat
 from webhooks.schemas import (
     AttemptPageSchema,
+    EventBatchSchema,
     CursorArgsSchema,
     EventCreateSchema,
     EventDetailSchema,
@@ -27,6 +29,12 @@ from webhooks.schemas import (
 
 #: Response header set when an idempotency key was seen before (nothing new was created).
 REPLAYED_HEADER = "Idempotent-Replayed"
+
+#: Schema instances, not classes: webargs would build a new schema for every request
+#: (``webhooks.api.fast_ingest`` loads with the same ones).
+EVENT_CREATE = EventCreateSchema()
+EVENT_CREATE_MANY = EventCreateSchema(many=True)
+IDEMPOTENCY_HEADER = IdempotencyHeaderSchema()
 
 blp = Blueprint("events", __name__, url_prefix="/v1/events", description="Events and their delivery history")
 blp.before_request(require_tenant)
@@ -57,6 +65,21 @@ def accepted_body(event: Event, deliveries: list[Delivery]) -> dict[str, Any]:
     }
 
 
+def batch_body(accepted: list[ingest.Accepted]) -> dict[str, Any]:
+    """``EventBatchSchema().dump`` of a batch's answer, built directly like ``accepted_body``."""
+    return {"data": [
+        {
+            "id": a.event.id,
+            "seq": a.event.seq,
+            "event_type": a.event.event_type,
+            "created_at": isoformat(a.event.created_at),
+            "deliveries": [{"id": d.id, "endpoint_id": d.endpoint_id, "status": d.status} for d in a.deliveries],
+            "replayed": a.replayed,
+        }
+        for a in accepted
+    ]}
+
+
 def _idempotency_key(header: str | None, field: str | None) -> str | None:
     """The request's key, from the header or the body; abort 422 when both are given and differ."""
     if header is not None and field is not None and header != field:
@@ -66,9 +89,8 @@ def _idempotency_key(header: str | None, field: str | None) -> str | None:
 
 @blp.route("")
 class Events(MethodView):
-    # Instances, not classes: webargs would build a new schema for every request.
-    @blp.arguments(IdempotencyHeaderSchema(), location="headers")
-    @blp.arguments(EventCreateSchema())
+    @blp.arguments(IDEMPOTENCY_HEADER, location="headers")
+    @blp.arguments(EVENT_CREATE)
     @blp.response(202, EventSchema, headers={REPLAYED_HEADER: {"schema": {"type": "string", "enum": ["true"]}}})
     @blp.alt_response(409, response="CONFLICT")
     @blp.alt_response(429, response="TOO_MANY_REQUESTS")
@@ -98,6 +120,42 @@ class Events(MethodView):
         return cursor_page(
             query, Event.seq, limit=args["limit"], after=args["after"], feed=True, prefetch=(_deliveries_in_order(),)
         )
+
+
+@blp.route("/batch")
+class EventBatch(MethodView):
+    @blp.arguments(EVENT_CREATE_MANY, description=f"1 to {MAX_BATCH} events, within the body size limit.")
+    # The generated array schema with its bounds (webargs loads the list; the view checks its length).
+    @blp.doc(requestBody={"content": {"application/json": {"schema": {
+        "type": "array", "items": EventCreateSchema, "minItems": 1, "maxItems": MAX_BATCH}}}})
+    @blp.response(202, EventBatchSchema)
+    @blp.alt_response(409, response="CONFLICT")
+    @blp.alt_response(429, response="TOO_MANY_REQUESTS")
+    def post(self, items: list[dict[str, Any]]) -> tuple[Any, int]:
+        """Accept several events at once: all of them, or (on any error) none.
+
+        They are stored in one transaction in list order (their `seq` follows the list) and
+        delivered like single events. An item that fails validation is a 422 naming its index
+        and field. Each item may carry its own `idempotency_key`: an item whose key was seen
+        (within 24 h, or earlier in the same batch) answers with that event, `replayed: true`,
+        and creates nothing; the same key with a different body is a 409 naming the index.
+        The answer lists the events in request order. The rate limit counts events.
+        """
+        if not 1 <= len(items) <= MAX_BATCH:
+            abort(422, errors={"json": {"_schema": [f"a batch holds 1 to {MAX_BATCH} events, not {len(items)}"]}})
+        if "Idempotency-Key" in request.headers:
+            abort(422, errors={"headers": {"Idempotency-Key": [
+                "not taken by a batch: give each event its own idempotency_key"]}})
+        batch = [NewEvent(item["event_type"], item["payload"], item.get("idempotency_key")) for item in items]
+        try:
+            accepted = ingest.accept_events(current_tenant(), batch)
+        except ingest.IdempotencyConflict as error:
+            abort(409, message=f"item {error.indexes[0]}: {error}", errors={"json": {
+                str(index): {"idempotency_key": ["already used with a different request"]}
+                for index in error.indexes}})
+        except ingest.BatchOverRateLimit as error:
+            abort(422, errors={"json": {"_schema": [str(error)]}})
+        return jsonify(batch_body(accepted)), 202
 
 
 @blp.route("/<event_id>", endpoint="Event")

@@ -5,15 +5,17 @@ and raises ``RecursionError`` or a plain ``ValueError`` on hostile input, which 
 would let through as a 500. Our blueprints use this parser instead.
 
 It also has a fast path for flat schemas (only ``String`` and plain ``Dict`` fields, no
-hooks), such as the body and ``Idempotency-Key`` header of ``POST /v1/events``: a valid
-request is checked with the fields' own validators and loaded without marshmallow's
-machinery; anything else, every invalid request included, goes through marshmallow as
-before, so errors read exactly as they always did.
+hooks), such as the body and ``Idempotency-Key`` header of ``POST /v1/events`` and each
+item of ``POST /v1/events/batch`` (a ``many`` schema): a valid request is checked with the
+fields' own validators and loaded without marshmallow's machinery; anything else, every
+invalid request included, goes through marshmallow as before, so errors read exactly as
+they always did.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NoReturn
 
@@ -50,20 +52,34 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def json_depth(value: Any) -> int:
-    """How deeply arrays and objects nest in ``value`` (0 for a scalar); iterative, no recursion."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values())
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item)
-        else:
-            deepest = max(deepest, depth)
-            continue
-        deepest = max(deepest, depth + 1)
-    return deepest
+#: An escape sequence inside a JSON string (``\"``, ``\\``, ``\n``, the first character of ``\uXXXX``).
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+
+#: An innermost pair: an empty array or object once everything inside was peeled off.
+_INNERMOST = re.compile(rb"\[\]|\{\}")
+
+#: Every byte but brackets, braces and quotes (``bytes.translate`` deletes them).
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
+def nests_deeper_than(data: bytes, limit: int) -> bool:
+    """Whether the JSON text ``data`` (well-formed) nests arrays and objects more than ``limit`` deep.
+
+    Works on the text, in C: escapes removed (so every quote left opens or closes a
+    string), everything but brackets and quotes dropped, what lies between quotes dropped,
+    then one level of innermost pairs peeled off per pass (a regex pass never matches a
+    pair that only its own removals formed), so ``limit`` passes empty a document
+    ``limit`` deep. A batch of a hundred 1 KB events checks in a fraction of a
+    millisecond, where walking the parsed values took several.
+    """
+    if b"\\" in data:
+        data = _ESCAPE.sub(b"", data)
+    brackets = b"".join(data.translate(None, _NOT_STRUCTURE).split(b'"')[::2])
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = _INNERMOST.sub(b"", brackets)
+    return bool(brackets)
 
 
 def loads_strict(data: bytes) -> Any:
@@ -77,8 +93,8 @@ def loads_strict(data: bytes) -> Any:
     except ValueError as error:  # bad UTF-8, an integer with too many digits
         _invalid(str(error))
     # Every level opens a bracket, so a body with few brackets cannot nest too deeply:
-    # counting bytes (in C) spares the walk over the parsed value on the usual request.
-    if data.count(b"{") + data.count(b"[") > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
+    # counting bytes (in C) spares even the bracket scan on the usual single event.
+    if data.count(b"{") + data.count(b"[") > MAX_JSON_DEPTH and nests_deeper_than(data, MAX_JSON_DEPTH):
         _invalid(f"nested deeper than {MAX_JSON_DEPTH} levels")
     return value
 
@@ -93,8 +109,9 @@ class _FlatField:
 
 
 def flat_fields(schema: Schema) -> tuple[_FlatField, ...] | None:
-    """The fields of ``schema`` if the fast path can load it exactly as marshmallow would, else None."""
-    if schema._hooks and any(schema._hooks.values()) or schema.many or schema.partial:
+    """The fields of ``schema`` (of each item, if ``many``) if the fast path can load it exactly as
+    marshmallow would, else None."""
+    if schema._hooks and any(schema._hooks.values()) or schema.partial:
         return None
     out = []
     for name, field in schema.load_fields.items():
@@ -112,7 +129,8 @@ def flat_fields(schema: Schema) -> tuple[_FlatField, ...] | None:
 
 def fast_load(flat: tuple[_FlatField, ...], raw: Mapping[str, Any], allow_unknown: bool) -> dict[str, Any] | None:
     """``raw`` loaded as marshmallow would load it when valid; None when marshmallow must decide."""
-    if not allow_unknown and any(key not in {f.data_key for f in flat} for key in raw):
+    known = {f.data_key for f in flat}
+    if not allow_unknown and any(key not in known for key in raw):
         return None
     data: dict[str, Any] = {}
     for field in flat:
@@ -133,12 +151,43 @@ def fast_load(flat: tuple[_FlatField, ...], raw: Mapping[str, Any], allow_unknow
     return data
 
 
+#: ``id(schema) -> (schema, its flat fields or None)``: worked out once per schema instance.
+_FLAT: dict[int, tuple[Schema, tuple[_FlatField, ...] | None]] = {}
+
+
+def _flat_of(schema: Schema) -> tuple[_FlatField, ...] | None:
+    cached = _FLAT.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        cached = _FLAT[id(schema)] = (schema, flat_fields(schema))
+    return cached[1]
+
+
+def fast_load_headers(schema: Schema, headers: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``headers`` loaded by a flat ``schema`` as webargs would (unknown headers ignored); None: ask marshmallow."""
+    flat = _flat_of(schema)
+    return None if flat is None or schema.many else fast_load(flat, headers, allow_unknown=True)
+
+
+def fast_load_body(schema: Schema, body: Any) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """A parsed JSON ``body`` loaded by a flat ``schema`` (a list of items if ``many``); None: ask marshmallow."""
+    flat = _flat_of(schema)
+    if flat is None:
+        return None
+    if not schema.many:
+        return fast_load(flat, body, allow_unknown=False) if isinstance(body, dict) else None
+    if not isinstance(body, list):
+        return None
+    items = []
+    for raw in body:
+        item = fast_load(flat, raw, allow_unknown=False) if isinstance(raw, dict) else None
+        if item is None:
+            return None
+        items.append(item)
+    return items
+
+
 class StrictJsonParser(FlaskParser):
     """webargs' Flask parser with ``loads_strict``, the reason in the 400 body and a fast path."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._flat: dict[int, tuple[Schema, tuple[_FlatField, ...] | None]] = {}
 
     def parse(self, argmap: Any, req: flask.Request | None = None, *, location: str | None = None,
               **kwargs: Any) -> Any:
@@ -153,22 +202,17 @@ class StrictJsonParser(FlaskParser):
                 return data
         return super().parse(argmap, req, location=location, **kwargs)
 
-    def _fast_parse(self, schema: Schema, req: flask.Request, location: str) -> dict[str, Any] | None:
-        cached = self._flat.get(id(schema))
-        if cached is None or cached[0] is not schema:
-            cached = self._flat[id(schema)] = (schema, flat_fields(schema))
-        flat = cached[1]
-        if flat is None:
+    def _fast_parse(self, schema: Schema, req: flask.Request,
+                    location: str) -> dict[str, Any] | list[dict[str, Any]] | None:
+        if _flat_of(schema) is None:
             return None
-        if location == "headers":  # unknown headers are ignored (webargs' EXCLUDE)
-            return fast_load(flat, req.headers, allow_unknown=True)
+        if location == "headers":
+            return fast_load_headers(schema, req.headers)
         try:
             body = self._raw_load_json(req)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return None  # marshmallow's path reports it
-        if not isinstance(body, dict):
-            return None
-        return fast_load(flat, body, allow_unknown=False)
+        return fast_load_body(schema, body)
 
     def _raw_load_json(self, req: flask.Request) -> Any:
         if not is_json_request(req):

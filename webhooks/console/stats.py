@@ -11,10 +11,10 @@ import peewee
 import pika
 import pika.exceptions
 
+from webhooks.brokers import connect
 from webhooks.console.formatting import cause_label
 from webhooks.console.queries import UNDELIVERED
 from webhooks.models import Attempt, Delivery, Endpoint, Tenant
-from webhooks.publisher import connection_parameters
 from webhooks.topology import Topology
 
 #: How long the overview waits for the broker before it says "broker unavailable" (s).
@@ -147,7 +147,7 @@ def oldest_undelivered() -> Delivery | None:
 def queue_depths(amqp_url: str, topology: Topology) -> dict[str, int]:
     """Messages ready in each queue; raises ``DepthsUnavailable`` with the reason when they cannot be read."""
     try:
-        connection = pika.BlockingConnection(connection_parameters(amqp_url, BROKER_TIMEOUT))
+        connection = connect(amqp_url, BROKER_TIMEOUT)
     except (pika.exceptions.AMQPError, OSError) as error:
         raise DepthsUnavailable(f"broker unavailable ({type(error).__name__})") from error
     try:

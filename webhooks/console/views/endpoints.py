@@ -7,7 +7,7 @@ from datetime import timedelta
 from flask import g, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from webhooks import actions
+from webhooks import actions, endpoint_windows
 from webhooks.console import audit, charts, stats
 from webhooks.console.auth import current_staff, operator_required
 from webhooks.console.blueprint import bp
@@ -55,6 +55,7 @@ def endpoint(endpoint_id: str) -> str:
         success_24h=sum(hour.succeeded for hour in hours) / attempts if attempts else None,
         causes=stats.failure_causes(row.id, g.now - timedelta(hours=24)),
         counts=stats.status_counts(Delivery.endpoint == row.id),
+        concurrency=endpoint_windows.of_endpoints([row.id]).get(row.id),
         changes=list(HealthChange.select().where(HealthChange.endpoint == row.id).order_by(HealthChange.id.desc()).limit(20)),
         history=audit.about("endpoint", row.id),
         recover_default=isoformat(g.now - timedelta(hours=24)),

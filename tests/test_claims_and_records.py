@@ -1,17 +1,17 @@
-"""Claims and records made in batches (the worker's group commit) keep every per-attempt rule."""
+"""Claims and records made in batches (the engine's group commit) keep every per-attempt rule."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from webhooks import store
+from webhooks.claims import ClaimState, claim, claim_many
 from webhooks.ids import new_id
 from webhooks.ingest import store_event
 from webhooks.messages import DeliveryMessage
 from webhooks.models import Attempt, Delivery, Endpoint, Tenant
 from webhooks.outbox import message_for
 from webhooks.signing import generate_secret
-from webhooks.store import ClaimState, Limits, Outcome
+from webhooks.records import Outcome, record, record_many
 from webhooks.timeutil import utcnow
 
 from tests.api_helpers import HOOK_URL
@@ -40,40 +40,66 @@ def _delivered(message: DeliveryMessage) -> Outcome:
     )
 
 
-def test_the_in_flight_cap_holds_inside_one_batch(tenant: SimpleNamespace) -> None:
+#: Lease of every claim here (seconds).
+LEASE = 30.0
+
+
+def test_a_batch_of_plain_ladder_attempts_is_leased_whole(tenant: SimpleNamespace) -> None:
     messages = _messages(tenant, 5)
 
-    claims = store.claim_many(messages, Limits(max_in_flight=2, lease_seconds=30))
+    claims = claim_many(messages, LEASE)
 
-    assert [claim.state for claim in claims] == [ClaimState.CLAIMED] * 2 + [ClaimState.THROTTLED] * 3
-    assert Delivery.select().where(Delivery.lease_until.is_null(False)).count() == 2
+    assert [c.state for c in claims] == [ClaimState.CLAIMED] * 5
+    assert all(c.endpoint is not None and c.endpoint.url == HOOK_URL for c in claims)
+    assert Delivery.select().where(Delivery.lease_until.is_null(False)).count() == 5
 
 
-def test_the_cap_counts_leases_taken_by_earlier_batches(tenant: SimpleNamespace) -> None:
-    messages = _messages(tenant, 3)
-    limits = Limits(max_in_flight=2, lease_seconds=30)
+def test_an_attempt_leased_by_an_earlier_batch_is_busy(tenant: SimpleNamespace) -> None:
+    (message,) = _messages(tenant, 1)
 
-    first = store.claim_many(messages[:1], limits)
-    second = store.claim_many(messages[1:], limits)
+    first = claim_many([message], LEASE)
+    second = claim_many([message], LEASE)
 
-    assert [claim.state for claim in first + second] == [ClaimState.CLAIMED, ClaimState.CLAIMED, ClaimState.THROTTLED]
+    assert [first[0].state, second[0].state] == [ClaimState.CLAIMED, ClaimState.BUSY]
+
+
+def test_a_rate_limited_endpoint_is_throttled_once_its_bucket_is_empty(tenant: SimpleNamespace) -> None:
+    messages = _messages(tenant, 4)
+    Endpoint.update(rate_limit=2).execute()
+
+    claims = claim_many(messages, LEASE)
+
+    assert [c.state for c in claims] == [ClaimState.CLAIMED] * 2 + [ClaimState.THROTTLED] * 2
+    assert 0 < claims[2].wait <= 0.5
+
+
+def test_a_resend_claims_a_finished_delivery_and_counts_its_earlier_resends(tenant: SimpleNamespace) -> None:
+    (message,) = _messages(tenant, 1)
+    claim(message, LEASE)
+    assert record(message, _delivered(message), offline_after=5)
+    Delivery.update(manual_attempts=2).execute()
+
+    resend = message.next(attempt=2, trigger="resend")
+    (claimed,) = claim_many([resend, message.next(attempt=2)], LEASE)[:1]
+
+    assert claimed.state is ClaimState.CLAIMED and claimed.prior_status == "delivered"
+    assert claimed.manual_attempts == 2
 
 
 def test_a_delivery_twice_in_one_batch_is_claimed_once(tenant: SimpleNamespace) -> None:
     (message,) = _messages(tenant, 1)
 
-    claims = store.claim_many([message, message], Limits(max_in_flight=4, lease_seconds=30))
+    claims = claim_many([message, message], LEASE)
 
     assert [claim.state for claim in claims] == [ClaimState.CLAIMED, ClaimState.BUSY]
 
 
 def test_a_stale_message_in_a_batch_does_not_stop_the_others(tenant: SimpleNamespace) -> None:
     first, second = _messages(tenant, 2)
-    limits = Limits(max_in_flight=4, lease_seconds=30)
-    assert store.claim(first, limits).state is ClaimState.CLAIMED
-    assert store.record(first, _delivered(first), offline_after=5)
+    assert claim(first, LEASE).state is ClaimState.CLAIMED
+    assert record(first, _delivered(first), offline_after=5)
 
-    claims = store.claim_many([first, second], limits)
+    claims = claim_many([first, second], LEASE)
 
     assert [claim.state for claim in claims] == [ClaimState.STALE, ClaimState.CLAIMED]
 
@@ -82,11 +108,11 @@ def test_records_in_one_batch_are_each_written_once_and_a_second_record_of_an_at
     tenant: SimpleNamespace,
 ) -> None:
     messages = _messages(tenant, 3)
-    store.claim_many(messages, Limits(max_in_flight=4, lease_seconds=30))
+    claim_many(messages, LEASE)
     outcomes = [_delivered(message) for message in messages]
 
-    assert store.record_many(list(zip(messages, outcomes)), offline_after=5) == [True, True, True]
-    again = store.record_many([(messages[0], _delivered(messages[0])), (messages[1], outcomes[1])], offline_after=5)
+    assert record_many(list(zip(messages, outcomes)), offline_after=5) == [True, True, True]
+    again = record_many([(messages[0], _delivered(messages[0])), (messages[1], outcomes[1])], offline_after=5)
 
     assert again == [False, True], "another worker's record is refused; our own (commit acknowledgement lost) is kept"
     assert Attempt.select().count() == 3
@@ -100,14 +126,13 @@ def test_while_parked_deliveries_are_released_an_old_retry_joins_them_instead_of
     tenant: SimpleNamespace,
 ) -> None:
     retry, released = _messages(tenant, 2)
-    limits = Limits(max_in_flight=4, lease_seconds=30)
-    store.claim(retry, limits)
+    claim(retry, LEASE)
     failed = _delivered(retry)
     failed = Outcome(**{**failed.__dict__, "status": "retrying", "last_status_code": 500, "last_error": "HTTP 500"})
-    assert store.record(retry, failed, offline_after=5)
+    assert record(retry, failed, offline_after=5)
     Endpoint.update(health="recovering").execute()
 
-    claims = store.claim_many([retry.next(attempt=2), released], limits)
+    claims = claim_many([retry.next(attempt=2), released], LEASE)
 
     assert [claim.state for claim in claims] == [ClaimState.PARKED, ClaimState.CLAIMED]
     assert Delivery.get_by_id(retry.delivery_id).status == "parked"
@@ -115,10 +140,10 @@ def test_while_parked_deliveries_are_released_an_old_retry_joins_them_instead_of
 
 def test_an_item_that_breaks_a_constraint_does_not_sink_the_rest_of_its_batch(tenant: SimpleNamespace) -> None:
     good, bad = _messages(tenant, 2)
-    store.claim_many([good, bad], Limits(max_in_flight=4, lease_seconds=30))
+    claim_many([good, bad], LEASE)
     broken = DeliveryMessage(**{**bad.__dict__, "event_id": "evt_no_such_event"})  # the attempt row's foreign key fails
 
-    recorded = store.record_many([(good, _delivered(good)), (broken, _delivered(broken))], offline_after=5)
+    recorded = record_many([(good, _delivered(good)), (broken, _delivered(broken))], offline_after=5)
 
     assert recorded == [True, False]
     assert Delivery.get_by_id(good.delivery_id).status == "delivered"

@@ -1,0 +1,357 @@
+"""A throwaway 3-node RabbitMQ cluster on loopback, beside (never instead of) the machine's broker.
+
+Usage (from the repository root; RabbitMQ's own packages must be installed)::
+
+    python bench/cluster.py start           # three nodes, joined; prints the AMQP_URL list
+    python bench/cluster.py url             # the AMQP_URL list again
+    python bench/cluster.py status          # which nodes run, and the cluster as node 1 sees it
+    python bench/cluster.py leader QUEUE    # the node leading a quorum queue, and its members
+    python bench/cluster.py kill 2          # kill -9 node 2
+    python bench/cluster.py restart 2       # start node 2 again (it rejoins by itself)
+    python bench/cluster.py stop            # stop every node and remove every file
+
+Each node has its own node name (``webhooks-cluster-1@localhost`` …), AMQP port
+(5681, 5682, 5683 by default: ``--base-port``), Erlang distribution port (base + 20000),
+data and log directories, ``rabbitmq.conf`` and ``rabbitmq-env.conf`` under one
+directory (``--dir``, default ``$TMPDIR/webhooks-cluster-<uid>``), where the cluster's
+own Erlang cookie lives too (``HOME`` points there). The nodes register with an epmd
+of their own (port base - 1300, 4381 by default), so the machine's broker (node
+``rabbit@<host>``, port 5672, epmd 4369, ``/var/lib/rabbitmq`` and its cookie) is never
+read, written or signalled: the Debian package's ``/etc/rabbitmq/rabbitmq.conf`` pins
+port 5672 and its ``rabbitmq-env.conf`` names that node, so every node gets its own of
+both. Before signalling a process the script checks in ``/proc`` that it runs one of
+its own nodes.
+
+Importable: ``Cluster`` does the same for tests and ``bench/failover.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Where RabbitMQ's own scripts live on Debian; elsewhere, wherever ``rabbitmq-server`` is.
+RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
+
+#: Nodes in the cluster: three, the smallest cluster that survives the loss of one node.
+NODES = 3
+
+#: Default first AMQP port (nodes use base, base + 1, base + 2).
+BASE_PORT = 5681
+
+#: Seconds a node may take to boot (three boot at once on a small machine).
+BOOT_SECONDS = 90.0
+
+#: How long a quorum queue's dead-letter worker waits for the target queue to confirm a
+#: dead-lettered message before it sends it again (ms). RabbitMQ's default is 180,000:
+#: when the target queue's leader dies, the messages it had not confirmed (every retry
+#: leaving a waiting tier at that moment) wait three minutes. Set in ``advanced.config``
+#: only (there is no ``rabbitmq.conf`` key); the README recommends the same in production.
+DLX_CONFIRM_TIMEOUT_MS = 5000
+
+
+def rabbitmq_bin() -> Path:
+    if (RABBITMQ_BIN / "rabbitmq-server").exists():
+        return RABBITMQ_BIN
+    found = shutil.which("rabbitmq-server")
+    if found is None:
+        raise SystemExit("RabbitMQ is not installed (no rabbitmq-server): apt-get install rabbitmq-server")
+    return Path(found).resolve().parent
+
+
+def default_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"webhooks-cluster-{os.getuid()}"
+
+
+def ephemeral_ports_start() -> int:
+    """First port the kernel hands out to outgoing connections (32768 unless configured)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_base_port(first: int = 10000) -> int:
+    """A base port whose three AMQP ports, distribution ports and epmd port are all free now.
+
+    Every port stays below the kernel's ephemeral range: a client connection could
+    otherwise take a killed node's port before the node is restarted.
+    """
+    last = ephemeral_ports_start() - 20000 - NODES
+    for base in random.sample(range(first, last), min(200, last - first)):
+        ports = [base + n for n in range(NODES)] + [base + 20000 + n for n in range(NODES)] + [base - 1300]
+        try:
+            for port in ports:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free block of ports for a cluster")
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node: its number (1-based), Erlang name, ports and directory."""
+
+    number: int
+    name: str
+    amqp_port: int
+    dist_port: int
+    home: Path
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/%2F"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "pid"
+
+
+class Cluster:
+    """Three local RabbitMQ nodes sharing a cookie and an epmd of their own."""
+
+    def __init__(self, directory: Path | None = None, base_port: int = BASE_PORT, name: str = "webhooks-cluster",
+                 dlx_confirm_timeout_ms: int | None = DLX_CONFIRM_TIMEOUT_MS) -> None:
+        self.directory = (directory or default_dir()).resolve()
+        #: None keeps RabbitMQ's default (to measure what it does).
+        self.dlx_confirm_timeout_ms = dlx_confirm_timeout_ms
+        self.base_port = base_port
+        self.epmd_port = base_port - 1300
+        self.nodes = [
+            Node(n, f"{name}-{n}@localhost", base_port + n - 1, base_port + n - 1 + 20000, self.directory / f"node{n}")
+            for n in range(1, NODES + 1)
+        ]
+        self.bin = rabbitmq_bin()
+
+    # -- the AMQP side -----------------------------------------------------------------------
+
+    @property
+    def amqp_url(self) -> str:
+        """``AMQP_URL`` for the service: every node, comma-separated."""
+        return ",".join(node.url for node in self.nodes)
+
+    def node(self, number: int) -> Node:
+        if not 1 <= number <= len(self.nodes):
+            raise SystemExit(f"no node {number}: nodes are 1 to {len(self.nodes)}")
+        return self.nodes[number - 1]
+
+    def node_named(self, name: str) -> Node:
+        return next(node for node in self.nodes if node.name == name)
+
+    # -- environment -------------------------------------------------------------------------
+
+    def _env(self, node: Node) -> dict[str, str]:
+        """The environment of this node's server and of CLI commands aimed at the cluster."""
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("RABBITMQ_", "ERL_"))}
+        env.update({
+            "HOME": str(self.directory),  # the cluster's own .erlang.cookie
+            "ERL_EPMD_PORT": str(self.epmd_port),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODENAME": node.name,
+            "RABBITMQ_NODE_PORT": str(node.amqp_port),
+            "RABBITMQ_DIST_PORT": str(node.dist_port),
+            "RABBITMQ_CONFIG_FILE": str(node.home / "rabbitmq.conf"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(node.home / "advanced.config"),
+            "RABBITMQ_CONF_ENV_FILE": str(node.home / "rabbitmq-env.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(node.home / "enabled_plugins"),
+            "RABBITMQ_MNESIA_BASE": str(node.home / "data"),
+            "RABBITMQ_MNESIA_DIR": str(node.home / "data" / node.name),
+            "RABBITMQ_LOG_BASE": str(node.home / "log"),
+            "RABBITMQ_PID_FILE": str(node.pid_file),
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+        })
+        return env
+
+    def _write_files(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        cookie = self.directory / ".erlang.cookie"
+        if not cookie.exists():
+            cookie.write_text(secrets.token_hex(20).upper())
+            cookie.chmod(0o400)
+        for node in self.nodes:
+            for sub in ("data", "log"):
+                (node.home / sub).mkdir(parents=True, exist_ok=True)
+            (node.home / "rabbitmq.conf").write_text(
+                f"listeners.tcp.local = 127.0.0.1:{node.amqp_port}\n"
+                "loopback_users.guest = true\n"
+                # The nodes share a small machine with other services: flow control stays far
+                # from what a test run uses, and from the machine's own broker's share.
+                "vm_memory_high_watermark.absolute = 1GB\n"
+                "disk_free_limit.absolute = 100MB\n"
+                # Three nodes: the side of a partition without a majority pauses itself.
+                "cluster_partition_handling = pause_minority\n"
+                "log.console = false\n"
+                "log.file.level = info\n"
+            )
+            (node.home / "rabbitmq-env.conf").write_text("# this node's settings come from the environment\n")
+            rabbit = ([] if self.dlx_confirm_timeout_ms is None
+                      else [f"{{dead_letter_worker_publisher_confirm_timeout, {self.dlx_confirm_timeout_ms}}}"])
+            (node.home / "advanced.config").write_text(f"[{{rabbit, [{', '.join(rabbit)}]}}].\n")
+            (node.home / "enabled_plugins").write_text("[].\n")
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def ctl(self, node: Node, *args: str, timeout: float = 120.0, tool: str = "rabbitmqctl") -> str:
+        """Run a RabbitMQ CLI command against ``node``; raise with its output if it fails."""
+        result = subprocess.run(
+            [str(self.bin / tool), "-n", node.name, *args],
+            env=self._env(node), capture_output=True, text=True, timeout=timeout,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"{tool} -n {node.name} {' '.join(args)}: {result.stdout}{result.stderr}".strip())
+        return result.stdout
+
+    def _boot(self, node: Node) -> None:
+        """Start ``node`` in a session of its own and wait until it serves AMQP."""
+        node.pid_file.unlink(missing_ok=True)
+        log = open(node.home / "log" / "server.out", "ab")
+        subprocess.Popen(
+            [str(self.bin / "rabbitmq-server")], env=self._env(node), cwd=node.home,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+        self.ctl(node, "wait", str(node.pid_file), "--timeout", str(int(BOOT_SECONDS)), timeout=BOOT_SECONDS + 30)
+        deadline = time.monotonic() + BOOT_SECONDS
+        while not port_open(node.amqp_port):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{node.name} does not listen on {node.amqp_port}")
+            time.sleep(0.2)
+
+    def start(self) -> str:
+        """Start the three nodes, join 2 and 3 to 1; return the AMQP_URL list."""
+        busy = [node.amqp_port for node in self.nodes if port_open(node.amqp_port)]
+        if busy:
+            raise SystemExit(f"port(s) {busy} already in use: is a cluster running? (`stop` it, or --base-port)")
+        self._write_files()
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(self._boot, self.nodes))
+        first = self.nodes[0]
+        for node in self.nodes[1:]:
+            self.ctl(node, "stop_app")
+            self.ctl(node, "join_cluster", first.name)
+            self.ctl(node, "start_app")
+        return self.amqp_url
+
+    def pid(self, node: Node) -> int | None:
+        """The OS process of ``node`` if it runs, after checking it is that node (never another broker)."""
+        try:
+            pid = int(node.pid_file.read_text().strip())
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            return None
+        return pid if f"RABBITMQ_NODENAME={node.name}".encode() in environ else None
+
+    def running(self, node: Node) -> bool:
+        return self.pid(node) is not None
+
+    def kill(self, node: Node) -> None:
+        """``kill -9`` the node's Erlang VM, and wait until its AMQP port is closed."""
+        pid = self.pid(node)
+        if pid is None:
+            raise RuntimeError(f"{node.name} is not running")
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() or port_open(node.amqp_port):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{node.name} (pid {pid}) did not die")
+            time.sleep(0.05)
+
+    def restart(self, node: Node) -> None:
+        """Start a stopped or killed node again; it rejoins the cluster from its own data."""
+        if self.running(node):
+            raise RuntimeError(f"{node.name} is already running")
+        self._boot(node)
+
+    def leader(self, queue: str, vhost: str = "/") -> tuple[str, list[str]]:
+        """(leader node name, member node names) of a quorum queue, asked of any running node."""
+        for node in self.nodes:
+            if not self.running(node):
+                continue
+            out = self.ctl(node, "list_queues", "-p", vhost, "-q", "name", "leader", "members",
+                           "--formatter", "json")
+            for row in json.loads(out):
+                if row["name"] == queue:
+                    return str(row["leader"]), [str(member) for member in row["members"]]
+            raise KeyError(f"no queue {queue!r} in vhost {vhost!r}")
+        raise RuntimeError("no node of the cluster is running")
+
+    def status(self) -> str:
+        lines = [f"{node.name}: {'running' if self.running(node) else 'stopped'} on {node.amqp_port}"
+                 for node in self.nodes]
+        live = next((node for node in self.nodes if self.running(node)), None)
+        if live is not None:
+            lines.append(self.ctl(live, "cluster_status", "-q").strip())
+        return "\n".join(lines)
+
+    def stop(self) -> None:
+        """Kill every node, stop the cluster's epmd and remove the whole directory."""
+        for node in self.nodes:
+            if self.running(node):
+                self.kill(node)
+        subprocess.run(["epmd", "-port", str(self.epmd_port), "-kill"], capture_output=True, timeout=30,
+                       env={**os.environ, "ERL_EPMD_PORT": str(self.epmd_port)})
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=None, help="where the nodes keep their files")
+    parser.add_argument("--base-port", type=int, default=BASE_PORT, help="AMQP port of node 1 (default %(default)s)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("start")
+    commands.add_parser("url")
+    commands.add_parser("status")
+    commands.add_parser("stop")
+    leader = commands.add_parser("leader")
+    leader.add_argument("queue")
+    for name in ("kill", "restart"):
+        commands.add_parser(name).add_argument("node", type=int, help="1, 2 or 3")
+    args = parser.parse_args(argv)
+    cluster = Cluster(args.dir, args.base_port)
+    if args.command == "start":
+        started = time.monotonic()
+        url = cluster.start()
+        print(f"cluster of {NODES} nodes up in {time.monotonic() - started:.0f} s; stop it with: "
+              f"python bench/cluster.py stop", file=sys.stderr)
+        print(url)
+    elif args.command == "url":
+        print(cluster.amqp_url)
+    elif args.command == "status":
+        print(cluster.status())
+    elif args.command == "leader":
+        leader_name, members = cluster.leader(args.queue)
+        print(f"{leader_name} (members: {', '.join(members)})")
+    elif args.command == "kill":
+        cluster.kill(cluster.node(args.node))
+    elif args.command == "restart":
+        cluster.restart(cluster.node(args.node))
+    elif args.command == "stop":
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

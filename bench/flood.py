@@ -1,0 +1,164 @@
+"""Step ``flood`` of ``bench/run.py``: one tenant's flood must not hold back another tenant.
+
+Tenant A has 10 endpoints, each subscribed to an event type of its own, and posts 20,000
+events at once (2,000 per endpoint) through the API, over many connections: in batches
+of 500 (``POST /v1/events/batch``) when the server answers that path, else one event a
+request; a ``429`` waits its ``Retry-After`` and is sent again, as a well-behaved client
+does. Meanwhile tenant B posts one event every 100 ms to its own endpoint. Figures: B's
+latency from the start of its POST to the arrival at its receiver while A drains
+(target p99 < 250 ms), and A's drain time (first POST to last arrival). The service runs
+with its default settings, one worker process per core.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from bench.engine_steps import EnginePlan
+from bench.harness import PROCS, PYTHON, Child, Deadline, Receiver, log
+from bench.payload import batch_request, event_request
+from bench.stack import ServiceStack, Tenant
+from bench.stats import percentile
+
+#: Events per ``POST /v1/events/batch`` (the most the API takes in one).
+BATCH = 500
+
+#: Load generator processes and connections in each while A posts its flood.
+FLOOD_PROCESSES, FLOOD_CONNECTIONS = 2, 32
+
+#: Seconds B posts before the flood starts: its latency on a quiet service, for comparison.
+QUIET_SECONDS = 3.0
+
+#: Seconds allowed, once B stops posting, for B's last events to arrive.
+B_SETTLE_SECONDS = 15.0
+
+
+def batch_supported(stack: ServiceStack, tenant: Tenant) -> bool:
+    """Does the server answer ``POST /v1/events/batch``? (An empty list creates nothing either way.)"""
+    response = stack.http.post("/v1/events/batch", content=b"[]", headers={
+        "Authorization": f"Bearer {tenant.api_key}", "Content-Type": "application/json"})
+    return response.status_code not in (404, 405)
+
+
+def _start_flood(stack: ServiceStack, tenant: Tenant, event_types: list[str], events: int,
+                 batch: bool) -> tuple[Child, Any]:
+    """Start the load generator posting ``events`` events spread evenly over ``event_types``."""
+    PROCS.log_dir.mkdir(exist_ok=True)
+    stamp = time.monotonic_ns()
+    if batch:
+        per_type = BATCH // len(event_types)
+        bodies = [batch_request([t for t in event_types for _ in range(per_type)])]
+        requests, url = -(-events // (per_type * len(event_types))), f"{stack.base_url}/v1/events/batch"
+    else:
+        bodies = [event_request(t) for t in event_types]
+        requests, url = events, f"{stack.base_url}/v1/events"
+    files = []
+    for i, body in enumerate(bodies):
+        path = PROCS.log_dir / f"flood-{stamp}-{i}.json"
+        path.write_bytes(body)
+        files += ["--body-file", str(path)]
+    out = PROCS.log_dir / f"flood-{stamp}.out.json"
+    argv = [PYTHON, "-m", "bench.loadgen", "burst", "--url", url, *files,
+            "--header", f"Authorization: Bearer {tenant.api_key}", "--count", str(requests),
+            "--processes", str(FLOOD_PROCESSES), "--connections", str(FLOOD_CONNECTIONS), "--out", str(out)]
+    return PROCS.start(f"{stack.name}-flood", argv), out
+
+
+def _flood_events(stack: ServiceStack, tenant: Tenant) -> int:
+    return stack.sql.value("SELECT count(*) FROM event WHERE tenant_id = %s AND event_type LIKE 'flood.%%'",
+                           (tenant.id,))
+
+
+def flood(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str, Any]:
+    stack = ServiceStack("flood")
+    try:
+        stack.release()
+        stack.start_web()
+        a, b = stack.tenant("flood-a"), stack.tenant("flood-b")
+        event_types = [f"flood.t{i}" for i in range(plan.flood_endpoints)]
+        for i, event_type in enumerate(event_types):
+            stack.endpoint(a, receiver.url(f"/flood/a/e{i}"), event_types=[event_type])
+        b_path = "/flood/b"
+        stack.endpoint(b, receiver.url(b_path))
+        batch = batch_supported(stack, a)
+        stack.start_workers(plan.processes)
+        stack.start_clock()
+        time.sleep(2.0)  # workers connected and consuming
+        b_sender = stack.start_paced(b, int(plan.flood_seconds / plan.flood_interval), 1 / plan.flood_interval)
+        time.sleep(QUIET_SECONDS)
+        log(f"   tenant A floods {plan.flood_events:,} events ({'batches of 500' if batch else 'one per request'}); "
+            f"tenant B posts one every {plan.flood_interval * 1000:.0f} ms")
+        flood_started = time.time()
+        poster, poster_out = _start_flood(stack, a, event_types, plan.flood_events, batch)
+        # Until A's flood is posted and delivered, or its time is up (then the figures say so).
+        give_up = time.monotonic() + min(deadline.left() - 60, plan.flood_seconds)
+        posted_at, accepted, drained = None, None, False
+        while time.monotonic() < give_up:
+            if posted_at is None and not poster.alive():
+                posted_at, accepted = time.time(), _flood_events(stack, a)
+                log(f"   A's {accepted:,} events accepted in {posted_at - flood_started:.1f} s")
+            if accepted is not None and receiver.count("/flood/a/") >= accepted:
+                drained = True
+                break
+            deadline.check()
+            stack.check_alive()
+            time.sleep(0.5)
+        if not drained:
+            log(f"   A not drained within {plan.flood_seconds:.0f} s")
+            PROCS.stop(poster, grace=5.0)
+            accepted = _flood_events(stack, a)
+            posted_at = posted_at or time.time()
+        drained_at = time.time()
+        b_rows = b_sender.results()
+        b_accepted = {row["id"] for row in b_rows if row["status"] == 202 and row["id"]}
+        settle = time.monotonic() + B_SETTLE_SECONDS
+        while len({w for _, w, _ in receiver.dump(b_path)} & b_accepted) < len(b_accepted) and time.monotonic() < settle:
+            time.sleep(0.5)
+        stack.stop_workers()
+        posting = json.loads(poster_out.read_text()) if poster_out.exists() else {}
+        return {"events": plan.flood_events, "endpoints": plan.flood_endpoints, "batch": batch,
+                "a_accepted": accepted, "a_drained": drained, "a_posting_seconds": posted_at - flood_started,
+                "a_post_statuses": posting.get("statuses", {}),
+                **_a_drain(receiver, flood_started),
+                **_b_latency(receiver, b_path, b_rows, flood_started, drained_at),
+                "b_interval_ms": plan.flood_interval * 1000, "processes": plan.processes,
+                "service_overrides": stack.overrides}
+    finally:
+        stack.close()
+
+
+def _a_drain(receiver: Receiver, flood_started: float) -> dict[str, Any]:
+    arrivals = sorted(t for t, _, path in receiver.dump() if path.startswith("/flood/a/"))
+    seconds = arrivals[-1] - flood_started if arrivals else float("nan")
+    log(f"   A drained: {len(arrivals):,} arrivals, the last {seconds:.1f} s after the first POST")
+    return {"a_arrivals": len(arrivals), "a_drain_seconds": seconds,
+            "a_rate": len(arrivals) / seconds if arrivals and seconds > 0 else float("nan")}
+
+
+def _b_latency(receiver: Receiver, path: str, rows: list[dict[str, Any]], flood_started: float,
+               drained_at: float) -> dict[str, Any]:
+    """B's POST start → first arrival, for its events posted while A drained, and before A began."""
+    first: dict[str, float] = {}
+    for t, webhook_id, _ in receiver.dump(path):
+        first.setdefault(webhook_id, t)
+    figures: dict[str, Any] = {"b_statuses": {}}
+    for row in rows:
+        figures["b_statuses"][str(row["status"])] = figures["b_statuses"].get(str(row["status"]), 0) + 1
+    for name, lo, hi in (("during", flood_started, drained_at), ("quiet", 0.0, flood_started)):
+        sent = [row for row in rows if lo <= row["start"] < hi and row["status"] == 202 and row["id"]]
+        latencies = [(first[row["id"]] - row["start"]) * 1000 for row in sent if row["id"] in first]
+        # Split at the 202: waiting on the API (A's connections crowd it) versus the delivery itself.
+        post = [(row["end"] - row["start"]) * 1000 for row in sent]
+        after = [(first[row["id"]] - row["end"]) * 1000 for row in sent if row["id"] in first]
+        figures[f"b_{name}"] = {"sent": len(sent), "delivered": len(latencies), "missing": len(sent) - len(latencies),
+                                "p50_ms": percentile(latencies, 50), "p99_ms": percentile(latencies, 99),
+                                "max_ms": max(latencies, default=float("nan")),
+                                "post_p50_ms": percentile(post, 50), "post_p99_ms": percentile(post, 99),
+                                "after_answer_p50_ms": percentile(after, 50), "after_answer_p99_ms": percentile(after, 99)}
+    during = figures["b_during"]
+    log(f"   B while A drained: {during['delivered']}/{during['sent']} delivered, p50 {during['p50_ms']:.0f} ms, "
+        f"p99 {during['p99_ms']:.0f} ms (of which the POST until its 202: p99 {during['post_p99_ms']:.0f} ms; "
+        f"quiet: p99 {figures['b_quiet']['p99_ms']:.0f} ms)")
+    return figures

@@ -1,0 +1,159 @@
+"""The delivery engine end to end: fair share, adaptive concurrency, backlogs beyond memory, clean stops.
+
+Real RabbitMQ, a real database, real local receivers; the engine runs in this process
+(``start_worker``) or as ``python -m webhooks.worker``.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from tests.conftest import queue_messages, settings_env, wait_until
+from tests.receivers import Receiver, RecordedRequest, Response, always, pause, sleep_then
+from tests.test_delivery_e2e import register, send
+from webhooks.models import Delivery
+
+
+class InFlight:
+    """A responder that counts the calls it is answering and answers through ``answer(in_flight)``."""
+
+    def __init__(self, answer: Callable[[int], Response]) -> None:
+        self.answer = answer
+        self.now = 0
+        self.peak = 0
+        #: In flight when each request arrived, in arrival order.
+        self.seen: list[int] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, request: RecordedRequest) -> Response:
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            self.seen.append(self.now)
+            level = self.now
+        try:
+            return self.answer(level)
+        finally:
+            with self._lock:
+                self.now -= 1
+
+
+def delivered(count: int) -> Callable[[], bool]:
+    return lambda: Delivery.select().where(Delivery.status == "delivered").count() >= count
+
+
+def test_a_tenant_flooding_a_slow_endpoint_does_not_hold_back_another_tenant(
+    client: Any, tenant: Any, other_tenant: Any, auth: Any, settings: Any, start_worker: Any
+) -> None:
+    with Receiver(sleep_then(1.0)) as slow, Receiver(always(204)) as quiet:
+        register(client, auth(tenant), slow.url)
+        register(client, auth(other_tenant), quiet.url)
+        for n in range(600):
+            send(client, auth(tenant), payload={"n": n})
+        start_worker(settings)
+        slow.wait_for(5, timeout=10)
+        posted = time.monotonic()
+        send(client, auth(other_tenant))
+        (request,) = quiet.wait_for(1, timeout=10)
+        assert request.received_at - posted < 1.0
+        assert len(slow.requests) < 600, "the flood is still draining"
+
+
+def test_a_backlogged_endpoint_gets_a_window_that_grows_to_match_its_latency(
+    client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
+) -> None:
+    receiver_calls = InFlight(lambda level: (pause(0.2), (200, None, b"ok"))[1])
+    with Receiver(receiver_calls) as receiver:
+        endpoint = register(client, auth(tenant), receiver.url)
+        for n in range(800):
+            send(client, auth(tenant), payload={"n": n})
+        engine = start_worker(settings)
+        receiver.wait_for(800, timeout=40)
+    assert receiver_calls.peak >= 32, "the window grew from 4 while the endpoint answered in 200 ms"
+
+    def shown() -> int:
+        concurrency = client.get(f"/v1/endpoints/{endpoint['id']}", headers=auth(tenant)).json["concurrency"]
+        return concurrency["window"] or 0
+
+    engine_window = engine.rt.lanes.lanes[endpoint["id"]].window.size
+    assert engine_window >= 32
+    wait_until(lambda: shown() == engine_window, timeout=15)  # the API shows the window the worker uses
+
+
+def test_an_endpoint_that_slows_down_when_it_holds_too_many_calls_is_backed_off(
+    client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
+) -> None:
+    # Answers in 20 ms while it holds at most 12 calls, in 1.5 s beyond: a cliff the window must find.
+    def answer(level: int) -> Response:
+        pause(1.5 if level > 12 else 0.02)
+        return 200, None, b"ok"
+
+    receiver_calls = InFlight(answer)
+    with Receiver(receiver_calls) as receiver:
+        endpoint = register(client, auth(tenant), receiver.url)
+        for n in range(600):
+            send(client, auth(tenant), payload={"n": n})
+        engine = start_worker(settings)
+        receiver.wait_for(600, timeout=60)
+        window = engine.rt.lanes.lanes[endpoint["id"]].window.size
+    settled = receiver_calls.seen[300:]  # once the window has found the cliff
+    over = sum(1 for level in settled if level > 12)
+    assert over < 0.1 * len(settled), f"{over} of the last {len(settled)} calls went over the cliff"
+    assert 6 <= window <= 16, f"the window settled at {window}, not just below the cliff at 12"
+
+
+def test_a_backlog_beyond_the_prefetch_moves_to_the_database_and_every_delivery_arrives_once(
+    client: Any, tenant: Any, other_tenant: Any, auth: Any, make_settings: Any, start_worker: Any
+) -> None:
+    settings = make_settings(worker_prefetch=40)
+    with Receiver(sleep_then(0.05)) as slow, Receiver(always(204)) as quiet:
+        register(client, auth(tenant), slow.url)
+        register(client, auth(other_tenant), quiet.url)
+        events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(300)]
+        start_worker(settings)
+        wait_until(lambda: Delivery.select().where(Delivery.spilled_at.is_null(False)).exists(), timeout=15)
+        posted = time.monotonic()
+        send(client, auth(other_tenant))
+        (request,) = quiet.wait_for(1, timeout=10)
+        assert request.received_at - posted < 2.0, "the other tenant's event was not stuck behind the flood"
+        wait_until(delivered(301), timeout=60)
+    arrivals = [r.headers["webhook-id"] for r in slow.requests]
+    assert sorted(arrivals) == sorted(events), "each delivery arrived exactly once"
+    assert not Delivery.select().where(Delivery.spilled_at.is_null(False) | (Delivery.attempts != 1)).exists()
+
+
+def test_a_rate_limited_endpoint_waits_in_memory_not_in_the_defer_queue(
+    client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
+) -> None:
+    with Receiver(always(204)) as receiver:
+        register(client, auth(tenant), receiver.url, rate_limit=5)
+        start_worker(settings)
+        for n in range(20):
+            send(client, auth(tenant), payload={"n": n})
+        receiver.wait_for(10, timeout=10)
+        assert queue_messages(settings.topology.defer) == []
+        requests = receiver.wait_for(20, timeout=15)
+    span = requests[-1].received_at - requests[0].received_at
+    assert span >= (20 - 5) / 5 * 0.9, "at most 5 per second after the first burst of 5"
+
+
+def test_ctrl_c_lets_the_call_in_flight_finish_and_logs_no_traceback(client: Any, tenant: Any, auth: Any, settings: Any) -> None:
+    with Receiver(sleep_then(1.0, 200)) as receiver:
+        register(client, auth(tenant), receiver.url)
+        worker = subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=settings_env(settings),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            event = send(client, auth(tenant))
+            receiver.wait_for(1, timeout=15)
+            worker.send_signal(signal.SIGINT)
+            output, _ = worker.communicate(timeout=20)
+        finally:
+            worker.kill()
+    assert worker.returncode == 0
+    assert "Traceback" not in output and "Error" not in output, output
+    assert Delivery.get(Delivery.event == event["id"]).status == "delivered"

@@ -1,0 +1,64 @@
+"""The engine under faults: its broker connection closed under it, its database connections killed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import psycopg2
+import pytest
+
+from tests.conftest import DATABASE_KIND, settings_env, wait_until
+from tests.receivers import Receiver, always, sleep_then
+from tests.test_delivery_e2e import register, send
+from webhooks.models import Delivery
+
+
+def close_broker_connection(local_port: int) -> None:
+    """What a broker node restart or a network cut does to one client connection."""
+    listing = subprocess.run(["rabbitmqctl", "-q", "list_connections", "pid", "peer_port", "--no-table-headers"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    (pid,) = [line.split("\t")[0] for line in listing.splitlines() if line.endswith(f"\t{local_port}")]
+    subprocess.run(["rabbitmqctl", "close_connection", pid, "test: connection cut"], capture_output=True, timeout=60, check=True)
+
+
+def test_a_worker_whose_broker_connection_is_cut_reconnects_and_every_delivery_arrives_once(
+    client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
+) -> None:
+    with Receiver(sleep_then(0.3)) as receiver:
+        register(client, auth(tenant), receiver.url)
+        events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(30)]
+        engine = start_worker(settings)
+        receiver.wait_for(3, timeout=10)
+        session = engine.rt.session
+        close_broker_connection(session.connection._transport._sock.getsockname()[1])
+        wait_until(lambda: engine.rt.session is not session and engine.consuming.is_set(), timeout=20)
+        wait_until(lambda: Delivery.select().where(Delivery.status == "delivered").count() == 30, timeout=30)
+    assert {row.attempts for row in Delivery.select()} == {1}, "calls in flight at the cut were recorded, not repeated"
+    assert {r.headers["webhook-id"] for r in receiver.requests} == set(events)
+
+
+@pytest.mark.skipif(DATABASE_KIND != "postgresql", reason="kills PostgreSQL server connections")
+def test_a_worker_rides_out_its_database_connections_being_killed(client: Any, tenant: Any, auth: Any, settings: Any) -> None:
+    env = {**settings_env(settings), "PGAPPNAME": "webhooks-worker-under-test"}
+    with Receiver(always(204)) as receiver:
+        register(client, auth(tenant), receiver.url)
+        worker = subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=env, stderr=subprocess.DEVNULL)
+        try:
+            first = send(client, auth(tenant))
+            receiver.wait_for(1, timeout=15)
+            wait_until(lambda: Delivery.get(Delivery.event == first["id"]).status == "delivered")
+            admin = psycopg2.connect(settings.database_url)
+            admin.autocommit = True
+            admin.cursor().execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                ("webhooks-worker-under-test",),
+            )
+            admin.close()
+            second = send(client, auth(tenant))
+            receiver.wait_for(2, timeout=15)
+            wait_until(lambda: Delivery.get(Delivery.event == second["id"]).status == "delivered", timeout=15)
+        finally:
+            worker.terminate()
+            assert worker.wait(timeout=20) == 0

@@ -1,0 +1,109 @@
+"""Fair share inside a worker: each endpoint's messages wait in its lane, lanes take turns by tenant."""
+
+from __future__ import annotations
+
+from webhooks.delivery.lanes import Lanes
+from webhooks.delivery.window import Signal
+from webhooks.messages import DeliveryMessage
+
+
+def message(tenant: str, endpoint: str, n: int, trigger: str = "ladder") -> DeliveryMessage:
+    return DeliveryMessage(f"dlv_{endpoint}_{n}", f"evt_{n}", endpoint, tenant, "order.created",
+                           "2026-11-23T10:00:00.000Z", {"n": n}, trigger=trigger)
+
+
+def hand_out(lanes: Lanes, count: int) -> list[str]:
+    """Delivery ids of the next ``count`` messages handed out (each call takes a window slot)."""
+    taken = []
+    for _ in range(count):
+        held = lanes.next_ready(now=0.0)
+        if held is None:
+            break
+        held.lane.window.started()
+        taken.append(held.message.delivery_id)
+    return taken
+
+
+def test_a_tenant_with_a_flood_gets_one_turn_like_a_tenant_with_one_message() -> None:
+    lanes = Lanes(ceiling=128)
+    for n in range(1000):
+        lanes.add(message("ten_a", "ep_a", n), tag=n, session=1, now=0.0)
+    lanes.add(message("ten_b", "ep_b", 0), tag=1000, session=1, now=0.0)
+
+    first_two = hand_out(lanes, 2)
+
+    assert first_two == ["dlv_ep_a_0", "dlv_ep_b_0"]
+
+
+def test_within_a_tenant_endpoints_take_turns_and_each_keeps_its_own_order() -> None:
+    lanes = Lanes(ceiling=128)
+    for n in range(3):
+        lanes.add(message("ten_a", "ep_1", n), tag=n, session=1, now=0.0)
+        lanes.add(message("ten_a", "ep_2", n), tag=10 + n, session=1, now=0.0)
+
+    assert hand_out(lanes, 6) == ["dlv_ep_1_0", "dlv_ep_2_0", "dlv_ep_1_1", "dlv_ep_2_1", "dlv_ep_1_2", "dlv_ep_2_2"]
+
+
+def test_a_lane_whose_window_is_full_waits_and_others_go_on() -> None:
+    lanes = Lanes(ceiling=128)
+    for n in range(10):
+        lanes.add(message("ten_a", "ep_slow", n), tag=n, session=1, now=0.0)
+    lanes.add(message("ten_b", "ep_fast", 0), tag=99, session=1, now=0.0)
+
+    taken = hand_out(lanes, 20)
+
+    slow = [t for t in taken if "ep_slow" in t]
+    assert len(slow) == lanes.lanes["ep_slow"].window.size == 4  # the initial window
+    assert "dlv_ep_fast_0" in taken
+    assert lanes.held == 6
+
+
+def test_a_freed_window_slot_puts_the_lane_back_in_turn() -> None:
+    lanes = Lanes(ceiling=1)
+    lanes.add(message("ten_a", "ep_a", 0), tag=0, session=1, now=0.0)
+    lanes.add(message("ten_a", "ep_a", 1), tag=1, session=1, now=0.0)
+    assert hand_out(lanes, 5) == ["dlv_ep_a_0"]
+    lane = lanes.lanes["ep_a"]
+    assert lanes.next_ready(0.0) is None
+
+    lane.window.finished(Signal.ANSWERED, sent_at=0.0, now=0.01)
+    lanes.wake(lane, now=0.01)
+
+    assert hand_out(lanes, 5) == ["dlv_ep_a_1"]
+
+
+def test_a_paused_lane_hands_out_nothing_until_its_pause_is_over() -> None:
+    lanes = Lanes(ceiling=128)
+    held = lanes.add(message("ten_a", "ep_a", 0), tag=0, session=1, now=0.0)
+    held.lane.paused_until = 5.0
+    assert lanes.next_ready(now=1.0) is None
+    lanes.wake(held.lane, now=5.0)
+    assert lanes.next_ready(now=5.0) is held
+
+
+def test_the_newest_ladder_messages_are_the_ones_moved_out_and_a_resend_stays() -> None:
+    lanes = Lanes(ceiling=128)
+    for n in range(5):
+        lanes.add(message("ten_a", "ep_a", n), tag=n, session=1, now=0.0)
+    lanes.add(message("ten_a", "ep_a", 5, trigger="resend"), tag=5, session=1, now=0.0)
+    for n in range(6, 8):
+        lanes.add(message("ten_a", "ep_a", n), tag=n, session=1, now=0.0)
+    lane = lanes.lanes["ep_a"]
+
+    taken = lanes.take_newest(lane, 10)
+
+    assert [held.message.delivery_id for held in taken] == ["dlv_ep_a_7", "dlv_ep_a_6"]
+    assert lanes.held == 6 and lane.queue[-1].message.trigger == "resend"
+
+
+def test_idle_lanes_are_forgotten_and_busy_ones_kept() -> None:
+    lanes = Lanes(ceiling=128)
+    idle = lanes.add(message("ten_a", "ep_idle", 0), tag=0, session=1, now=0.0)
+    lanes.next_ready(0.0)
+    lanes.add(message("ten_b", "ep_busy", 0), tag=1, session=1, now=0.0)
+    assert idle.lane.endpoint_id == "ep_idle"
+
+    lanes.forget_idle(now=0.0, after=60.0)
+    dropped = lanes.forget_idle(now=61.0, after=60.0)
+
+    assert dropped == 1 and set(lanes.lanes) == {"ep_busy"} and set(lanes.tenants) == {"ten_b"}

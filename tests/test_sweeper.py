@@ -1,0 +1,92 @@
+"""Nothing stuck: a delivery whose message was lost is published again; one that only waits is left alone."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pika
+
+from tests.conftest import amqp_channel, queue_messages, wait_until
+from tests.receivers import Receiver, always
+from tests.test_delivery_e2e import register, send
+from webhooks import sweeper
+from webhooks.models import Delivery
+from webhooks.publisher import Publisher
+from webhooks.timeutil import utcnow
+
+#: How long ago the lost deliveries were due, against the sweeper's threshold.
+LONG_AGO = timedelta(seconds=sweeper.STUCK_AFTER_SECONDS + 60)
+
+
+def lose_messages(settings: Any) -> None:
+    """What a purge of the primary queue (or dead-lettering by the delivery limit) does."""
+    connection, channel = amqp_channel()
+    try:
+        channel.queue_purge(settings.topology.primary)
+    finally:
+        connection.close()
+
+
+def overdue(**changes: Any) -> None:
+    Delivery.update(next_attempt_at=utcnow() - LONG_AGO, **changes).execute()
+
+
+def sweep(settings: Any) -> int:
+    publisher = Publisher(settings.amqp_url)
+    try:
+        return sweeper.sweep(publisher, settings.topology, settings.amqp_url)
+    finally:
+        publisher.close()
+
+
+def test_a_delivery_whose_message_was_lost_is_published_again_and_delivered(
+    client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
+) -> None:
+    with Receiver(always(204)) as receiver:
+        register(client, auth(tenant), receiver.url)
+        event = send(client, auth(tenant))
+        wait_until(lambda: Delivery.get(Delivery.event == event["id"]).enqueued_at is not None)
+        lose_messages(settings)
+        overdue()
+
+        assert sweep(settings) == 1
+        assert sweep(settings) == 0, "due again now: not picked twice"
+        start_worker(settings)
+        (request,) = receiver.wait_for(1, timeout=10)
+    assert request.headers["webhook-id"] == event["id"]
+    wait_until(lambda: Delivery.get(Delivery.event == event["id"]).status == "delivered")
+
+
+def test_deliveries_held_by_a_worker_or_waiting_in_the_database_are_not_copied(
+    client: Any, tenant: Any, auth: Any, settings: Any
+) -> None:
+    register(client, auth(tenant), "http://127.0.0.1:9/hook")
+    for _ in range(3):
+        send(client, auth(tenant))
+    wait_until(lambda: not Delivery.select().where(Delivery.enqueued_at.is_null()).exists())
+    lose_messages(settings)
+    leased, spilled, recent = list(Delivery.select())
+    overdue()
+    Delivery.update(lease_until=utcnow() + timedelta(seconds=30)).where(Delivery.id == leased.id).execute()
+    Delivery.update(spilled_at=utcnow()).where(Delivery.id == spilled.id).execute()
+    Delivery.update(next_attempt_at=utcnow() - timedelta(seconds=30)).where(Delivery.id == recent.id).execute()
+
+    assert sweep(settings) == 0
+    assert queue_messages(settings.topology.primary) == []
+
+
+def test_nothing_is_swept_while_the_primary_queue_has_a_backlog(client: Any, tenant: Any, auth: Any, settings: Any) -> None:
+    register(client, auth(tenant), "http://127.0.0.1:9/hook")
+    send(client, auth(tenant))
+    wait_until(lambda: not Delivery.select().where(Delivery.enqueued_at.is_null()).exists())
+    lose_messages(settings)
+    overdue()
+    connection, channel = amqp_channel()
+    try:
+        for _ in range(sweeper.QUIET_QUEUE_BELOW):
+            channel.basic_publish("", settings.topology.primary, b"{}", pika.BasicProperties(delivery_mode=2))
+    finally:
+        connection.close()
+
+    assert sweep(settings) == 0, "a late delivery is waiting its turn in the queue"

@@ -1,0 +1,162 @@
+"""The adaptive concurrency window of one endpoint: grows while the receiver answers well, backs off on trouble."""
+
+from __future__ import annotations
+
+from webhooks.delivery.window import INITIAL_WINDOW, MIN_WINDOW, Signal, Window, signal_of
+
+
+def run_round(window: Window, now: float, latency: float, signal: Signal = Signal.ANSWERED) -> float:
+    """Fill the window, let every call finish after ``latency``; the time after the round."""
+    calls = window.size - window.in_flight
+    for _ in range(calls):
+        window.started()
+    for _ in range(calls):
+        window.finished(signal, now, now + latency)
+    return now + latency
+
+
+def grow_to(window: Window, size: int, latency: float, now: float = 0.0) -> float:
+    """Run full rounds of ``latency`` until the window is ``size``; the time then."""
+    while window.size < size:
+        now = run_round(window, now, latency)
+        assert now < 600, "the window stopped growing"
+    assert window.size == size
+    return now
+
+
+def test_a_new_endpoint_starts_with_a_small_window() -> None:
+    assert Window(ceiling=128).size == INITIAL_WINDOW
+    assert Window(ceiling=2).size == 2
+
+
+def test_the_window_doubles_while_calls_succeed_but_no_faster_than_a_doubling_can_be_judged() -> None:
+    window, now = Window(ceiling=128), 0.0
+    history = []
+    while now < 5.0:
+        now = run_round(window, now, 0.2)
+        history.append((now, window.size))
+    assert history[0][1] == 2 * INITIAL_WINDOW
+    assert window.size == 128, "a 200 ms receiver that answers well gets the whole ceiling within seconds"
+    judge = window.slow_after()
+    assert judge is not None
+    for start, size in history:
+        assert all(later <= 2 * size for then, later in history if start <= then < start + judge)
+
+
+def test_the_window_never_grows_past_its_ceiling() -> None:
+    window, now = Window(ceiling=20), 0.0
+    for _ in range(100):
+        now = run_round(window, now, 0.01)
+    assert window.size == 20
+
+
+def test_a_window_that_is_not_used_up_does_not_grow() -> None:
+    window = Window(ceiling=128)
+    for step in range(50):  # one call at a time: the window is never full
+        window.started()
+        window.finished(Signal.ANSWERED, step, step + 0.01)
+    assert window.size == INITIAL_WINDOW
+
+
+def test_a_failure_halves_the_window_once_per_round_trip() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 32, 0.05)
+    for _ in range(32):
+        window.started()
+    sent = now
+    for _ in range(32):  # the whole round fails: one overload, one cut
+        window.finished(Signal.FAILED, sent, now + 0.05)
+    assert window.size == 16
+
+
+def test_repeated_failures_bring_the_window_down_to_one_but_not_below() -> None:
+    window, now = Window(ceiling=128), 0.0
+    for _ in range(10):
+        now = run_round(window, now, 0.05, Signal.FAILED)
+    assert window.size == MIN_WINDOW == 1
+
+
+def test_after_a_cut_the_window_grows_by_one_per_round_trip_of_a_slow_receiver() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 32, 0.5)
+    now = run_round(window, now, 0.5, Signal.FAILED)
+    assert window.size == 16
+    for _ in range(4):
+        now = run_round(window, now, 0.5)
+    assert window.size == 20
+
+
+def test_after_a_cut_a_fast_receiver_is_probed_no_more_than_four_times_a_second() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 32, 0.02)
+    now = run_round(window, now, 0.02, Signal.FAILED)
+    assert window.size == 16
+    for _ in range(50):  # one second of 20 ms round trips
+        now = run_round(window, now, 0.02)
+    assert 19 <= window.size <= 21
+
+
+def test_answers_far_slower_than_the_baseline_cut_the_window_to_below_where_the_receiver_gave_way() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 32, 0.02)
+    window.finished(Signal.ANSWERED, sent_at=now, now=now + 2.0, level=25)  # sent with 25 in flight: 2 s
+    assert window.size == 24
+
+
+def test_a_slow_answer_never_cuts_the_window_by_more_than_half() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 64, 0.02)
+    window.finished(Signal.ANSWERED, sent_at=now, now=now + 2.0, level=3)  # one hiccup
+    assert window.size == 32
+
+
+def test_a_call_overdue_past_the_baseline_cuts_before_it_returns() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 32, 0.02)
+    assert window.slow_after() is not None and window.slow_after() < 0.2
+    level = window.started()
+    window.overdue(sent_at=now, now=now + 0.5, level=level)
+    window.overdue(sent_at=now, now=now + 0.6, level=level)  # the same late call again: no second cut
+    assert window.size == 16
+    assert window.cuts == 1
+
+
+def test_an_endpoint_that_is_slow_from_the_start_is_judged_against_its_own_baseline() -> None:
+    window = Window(ceiling=128)
+    grow_to(window, 64, 5.0)  # 5 s answers are this endpoint's normal: no cut on the way
+
+
+def test_what_a_call_says_about_capacity() -> None:
+    assert signal_of(200, None) is Signal.ANSWERED
+    assert signal_of(404, None) is Signal.ANSWERED
+    assert signal_of(429, None) is Signal.FAILED
+    assert signal_of(503, None) is Signal.FAILED
+    assert signal_of(None, "timeout") is Signal.FAILED
+    assert signal_of(None, "connection") is Signal.FAILED
+    assert signal_of(200, "timeout") is Signal.FAILED  # the body stalled past the deadline
+    assert signal_of(None, "blocked_address") is Signal.NEUTRAL
+    assert signal_of(None, "dns") is Signal.NEUTRAL
+
+
+def test_once_latency_gave_way_the_window_probes_past_that_level_only_every_few_seconds() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 16, 0.02)
+    window.finished(Signal.ANSWERED, sent_at=now, now=now + 1.5, level=13)  # past 12 calls: 1.5 s
+    assert window.size == 12
+    now += 1.5
+    sizes = []
+    for _ in range(100):  # two seconds of 20 ms round trips
+        now = run_round(window, now, 0.02)
+        sizes.append(window.size)
+    assert max(sizes) == 13, "one probe past the level where it gave way, then a pause"
+
+
+def test_the_workers_own_delay_is_not_counted_against_the_receiver() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 32, 0.002)
+    level = window.started()
+    window.finished(Signal.ANSWERED, sent_at=now, now=now + 0.3, level=level, allowance=0.35)
+    assert window.cuts == 0, "300 ms while the loop itself ran 350 ms late: not the receiver's doing"
+    level = window.started()
+    window.finished(Signal.ANSWERED, sent_at=now + 0.4, now=now + 0.7, level=level)
+    assert window.cuts == 1

@@ -1,0 +1,115 @@
+"""An endpoint's backlog in the database: deliveries a worker moved out of memory, and fetches them back.
+
+A worker holds a bounded number of messages in memory. Beyond that bound (or when a
+lane would keep them waiting too long: a slow or rate-limited endpoint) it marks the
+newest messages' deliveries ``spilled`` here and acks the messages, so the broker's
+queue keeps flowing for everybody else. When the endpoint's lane runs short, a worker
+takes the oldest spilled deliveries back (clearing the mark and stamping the outbox
+mark in one statement) and publishes them again; what the broker does not confirm has
+its outbox mark cleared for the relay, and a crash in between is caught by the sweep
+of lost messages (``webhooks.sweeper``). ``stuck`` finds deliveries whose message was lost (dead-lettered by the
+delivery limit, a purged queue), for the clock to republish.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Sequence
+
+from webhooks import sqltext
+from webhooks.db import database, durable_commit, is_postgres, retrying, write
+from webhooks.messages import DeliveryMessage
+from webhooks.models import Delivery, Event
+from webhooks.outbox import message_for, overdue_in_ladder
+from webhooks.timeutil import utcnow
+
+_SPILL_SQL = (
+    "{values} UPDATE {delivery} SET spilled_at = {p} FROM v "
+    "WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts "
+    "AND {delivery}.status IN ('pending', 'retrying') RETURNING {delivery}.id"
+)
+
+
+@retrying
+def spill(messages: Sequence[DeliveryMessage]) -> list[bool]:
+    """Mark each message's delivery as waiting in the database; True for each one marked.
+
+    Only a ladder attempt that is still the next one is marked; any other message is
+    stale anyway. The commit is durable: the caller acks the messages after it.
+    """
+    if not messages:
+        return []
+    now = utcnow()
+    param = database.obj.param
+    casts = ("text", "int") if is_postgres() else None
+    sql = _SPILL_SQL.format(values=sqltext.values_cte("v", ("id", "attempts"), casts, len(messages), param),
+                            delivery=sqltext.table(Delivery), p=param)
+    params: list[Any] = [value for m in messages for value in (m.delivery_id, m.attempt - 1)]
+    params.append(Delivery.spilled_at.db_value(now))
+    with write():
+        durable_commit()
+        marked = {delivery_id for delivery_id, in database.execute_sql(sql, params).fetchall()}
+    return [message.delivery_id in marked for message in messages]
+
+
+@retrying
+def take_spilled(endpoint_id: str, limit: int) -> list[DeliveryMessage]:
+    """Take up to ``limit`` of the endpoint's spilled deliveries, oldest first, as messages to publish.
+
+    They leave the backlog marked as enqueued already: the mark is written here, before
+    the publish, so that no later statement touches the rows while workers claim them
+    (two statements updating the same rows in different orders deadlock). Those the
+    broker does not confirm go to ``unmark``.
+    """
+    table = sqltext.table(Delivery)
+    param = database.obj.param
+    skip_locked = " FOR UPDATE SKIP LOCKED" if is_postgres() else ""
+    with write():
+        cursor = database.execute_sql(
+            f"UPDATE {table} SET spilled_at = NULL, enqueued_at = {param} WHERE id IN ("
+            f"SELECT id FROM {table} WHERE endpoint_id = {param} AND spilled_at IS NOT NULL "
+            f"ORDER BY created_at, id LIMIT {param}{skip_locked}) RETURNING id",
+            [Delivery.enqueued_at.db_value(utcnow()), endpoint_id, limit],
+        )
+        ids = [delivery_id for delivery_id, in cursor.fetchall()]
+        if not ids:
+            return []
+        rows = (
+            Delivery.select(Delivery, Event).join(Event)
+            .where(Delivery.id.in_(ids)).order_by(Delivery.created_at, Delivery.id)
+        )
+        return [message_for(row, row.event) for row in rows]
+
+
+@retrying
+def unmark(messages: Sequence[DeliveryMessage]) -> None:
+    """Their publish was not confirmed: clear the outbox mark, the relay publishes them once overdue."""
+    for message in messages:
+        (
+            Delivery.update(enqueued_at=None)
+            .where((Delivery.id == message.delivery_id) & (Delivery.attempts == message.attempt - 1))
+            .execute()
+        )
+
+
+@retrying
+def spilled_endpoints(limit: int = 1000) -> list[str]:
+    """Endpoints with deliveries waiting in the database (off the partial index)."""
+    cursor = database.execute_sql(
+        f"SELECT DISTINCT endpoint_id FROM {sqltext.table(Delivery)} WHERE spilled_at IS NOT NULL LIMIT {int(limit)}"
+    )
+    return [endpoint_id for endpoint_id, in cursor.fetchall()]
+
+
+@retrying
+def stuck(older_than: float, limit: int = 500) -> list[tuple[Delivery, Event]]:
+    """Deliveries in the ladder, their message confirmed long ago, yet overdue by ``older_than``
+    seconds and held by no worker: their message was lost."""
+    return overdue_in_ladder(Delivery.enqueued_at.is_null(False) & Delivery.spilled_at.is_null(), older_than, limit)
+
+
+@retrying
+def mark_republished(delivery_ids: Sequence[str], now: datetime) -> None:
+    """The stuck deliveries' new messages are out: due now, and not stuck again for a while."""
+    if delivery_ids:
+        Delivery.update(next_attempt_at=now, enqueued_at=now).where(Delivery.id.in_(list(delivery_ids))).execute()

@@ -1,0 +1,274 @@
+"""Claiming an attempt (decision 1): a lease on the delivery while its attempt is the next one.
+
+A message whose attempt number is no longer the next one is stale and dropped, so
+redeliveries, relay races and resends never start a second retry chain. The claim is
+a lease, so a worker killed mid-attempt does not hold the delivery for ever.
+
+Claims come in batches (the engine's group commit). The common case, a ladder attempt
+for an endpoint that is online, enabled and has no rate limit, is one guarded UPDATE
+for the whole batch; everything else (resends, parking, cancelling, rate limits,
+duplicates, stale messages) is decided row by row, as before. How many calls an
+endpoint gets at once is the engine's business (its adaptive windows), not the
+database's.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple, Sequence
+
+from webhooks import presence, sqltext
+from webhooks.db import database, durable_commit, is_postgres, relaxed_commit, retrying, write
+from webhooks.endpoint_view import EndpointView
+from webhooks.messages import DeliveryMessage
+from webhooks.models import Delivery, Endpoint
+from webhooks.statuses import LADDER_STATUSES, MANUAL_STATUSES, UNFINISHED_STATUSES
+from webhooks.timeutil import utcnow
+
+
+class ClaimState(enum.Enum):
+    CLAIMED = "claimed"
+    #: The attempt was made already (or the delivery is finished): drop the message.
+    STALE = "stale"
+    #: Another worker holds the attempt right now: try again shortly.
+    BUSY = "busy"
+    #: The endpoint's rate limit is used up: try again after ``wait`` seconds.
+    THROTTLED = "throttled"
+    #: The endpoint is disabled, or offline and this is not its probe: the delivery parked.
+    PARKED = "parked"
+    #: The endpoint was deleted: the delivery was cancelled.
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class Claim:
+    state: ClaimState
+    prior_status: str | None = None
+    endpoint: EndpointView | None = None
+    #: Seconds to wait before trying again (THROTTLED).
+    wait: float = 0.0
+    #: Resends and recovers made before this attempt (they do not count on the ladder).
+    manual_attempts: int = 0
+    #: When the delivery's next ladder attempt was due (a failed resend keeps that date).
+    due_at: datetime | None = None
+
+
+def claim(message: DeliveryMessage, lease_seconds: float) -> Claim:
+    """Take attempt ``message.attempt`` of its delivery, if its endpoint may be called now."""
+    return claim_many([message], lease_seconds)[0]
+
+
+@retrying
+def claim_many(messages: Sequence[DeliveryMessage], lease_seconds: float) -> list[Claim]:
+    """Claim each message's attempt, in one transaction; a delivery in the batch twice is claimed once."""
+    now = utcnow()
+    lease_until = now + timedelta(seconds=lease_seconds)
+    claims: list[Claim | None] = [None] * len(messages)
+    with write():
+        # Only leases are written on the common path: lost in a server crash, an attempt is
+        # merely made again. Parking and cancelling switch durability back on below.
+        relaxed_commit()
+        endpoints = {
+            endpoint.id: endpoint
+            for endpoint in sqltext.models_in(Endpoint, "id", sorted({m.endpoint_id for m in messages}))
+        }
+        plain: dict[str, int] = {}
+        for index, message in enumerate(messages):
+            endpoint = endpoints.get(message.endpoint_id)
+            if message.trigger == "ladder" and endpoint is not None and _is_plain(endpoint):
+                plain.setdefault(message.delivery_id, index)
+        for delivery_id, (status, manual, due_at) in _lease_plain(
+            [messages[index] for index in plain.values()], now, lease_until
+        ).items():
+            index = plain[delivery_id]
+            endpoint = endpoints[messages[index].endpoint_id]
+            claims[index] = Claim(ClaimState.CLAIMED, status, EndpointView.of(endpoint), 0.0, manual, due_at)
+        rest = [index for index, claim_ in enumerate(claims) if claim_ is None]
+        if rest:
+            decided = _claim_each([messages[index] for index in rest], endpoints, now, lease_until,
+                                  already={messages[i].delivery_id for i, c in enumerate(claims) if c is not None})
+            for index, claim_ in zip(rest, decided):
+                claims[index] = claim_
+    return [claim_ for claim_ in claims if claim_ is not None]
+
+
+def _is_plain(endpoint: Endpoint) -> bool:
+    """An endpoint whose ladder attempts need no decision beyond the lease."""
+    return (
+        endpoint.deleted_at is None and not endpoint.disabled
+        and endpoint.health == presence.ONLINE and not endpoint.rate_limit
+    )
+
+
+#: The lease of the common case, returning what the attempt needs to know.
+_LEASE_SQL = (
+    "{values} UPDATE {delivery} SET {lease} = {p} FROM v "
+    "WHERE {delivery}.{id} = v.id AND {delivery}.{attempts} = v.attempts "
+    "AND {delivery}.{status} IN ('pending', 'retrying') "
+    "AND ({delivery}.{lease} IS NULL OR {delivery}.{lease} < {p}) "
+    "RETURNING {delivery}.{id}, {delivery}.{status}, {delivery}.{manual}, {delivery}.{next_at}"
+)
+
+
+def _lease_plain(messages: list[DeliveryMessage], now: datetime, lease_until: datetime) -> dict[str, tuple[str, int, datetime | None]]:
+    """Lease every message's delivery whose attempt is still the next one and not leased:
+    one statement; ``{delivery id: (status, manual attempts, due at)}`` of those leased."""
+    if not messages:
+        return {}
+    param = database.obj.param
+    casts = ("text", "int") if is_postgres() else None
+    sql = _LEASE_SQL.format(
+        values=sqltext.values_cte("v", ("id", "attempts"), casts, len(messages), param),
+        delivery=sqltext.table(Delivery), p=param, id='"id"', attempts='"attempts"', status='"status"',
+        lease='"lease_until"', manual='"manual_attempts"', next_at='"next_attempt_at"',
+    )
+    params: list[Any] = [value for m in messages for value in (m.delivery_id, m.attempt - 1)]
+    stamp = Delivery.lease_until.db_value
+    params += [stamp(lease_until), stamp(now)]
+    to_datetime = Delivery.next_attempt_at.python_value
+    return {
+        delivery_id: (status, manual, to_datetime(due_at))
+        for delivery_id, status, manual, due_at in database.execute_sql(sql, params).fetchall()
+    }
+
+
+#: What the row-by-row path reads of each delivery.
+_COLUMNS = ("id", "status", "attempts", "lease_until", "endpoint", "manual_attempts", "next_attempt_at")
+
+
+class _Row(NamedTuple):
+    status: str
+    attempts: int
+    lease_until: datetime | None
+    endpoint: Endpoint
+    manual_attempts: int
+    next_attempt_at: datetime | None
+
+
+def _claim_each(
+    messages: list[DeliveryMessage], endpoints: dict[str, Endpoint], now: datetime, lease_until: datetime, already: set[str]
+) -> list[Claim]:
+    """Decide the messages the common path did not lease, one by one."""
+    limited = sorted({m.endpoint_id for m in messages if m.endpoint_id in endpoints and endpoints[m.endpoint_id].rate_limit})
+    if limited:
+        # Their token buckets are read and written under the row lock (in id order: no deadlock).
+        endpoints = {**endpoints, **{e.id: e for e in sqltext.models_in(Endpoint, "id", limited, lock=True)}}
+    rows = {
+        delivery_id: _Row(status, attempts, held, endpoints[endpoint_id], manual, due)
+        for delivery_id, status, attempts, held, endpoint_id, manual, due in sqltext.rows_in(
+            Delivery, _COLUMNS, "id", sorted({m.delivery_id for m in messages})
+        )
+        if endpoint_id in endpoints
+    }
+    batch = _Decisions(rows, now, already)
+    claims = [batch.decide(message) for message in messages]
+    if batch.settled:
+        durable_commit()
+        for message, status, statuses in batch.settled:
+            _set_status(message, status, statuses)
+    if batch.leased:
+        taken = _take_leases(batch.leased, lease_until)
+        claims = [
+            claim_ if claim_.state is not ClaimState.CLAIMED or message.delivery_id in taken
+            else Claim(ClaimState.STALE, claim_.prior_status)
+            for message, claim_ in zip(messages, claims)
+        ]
+    for endpoint_id, tokens in batch.tokens.items():
+        Endpoint.update(rate_tokens=tokens, rate_updated_at=now).where(Endpoint.id == endpoint_id).execute()
+    return claims
+
+
+def _tokens(endpoint: Endpoint, now: datetime) -> float:
+    """Tokens in the endpoint's rate bucket now (refilled at ``rate_limit`` per second, at most that many)."""
+    rate = float(endpoint.rate_limit)
+    tokens = rate if endpoint.rate_tokens is None else endpoint.rate_tokens
+    if endpoint.rate_updated_at is not None:
+        tokens = min(rate, tokens + (now - endpoint.rate_updated_at).total_seconds() * rate)
+    return tokens
+
+
+class _Decisions:
+    """The row-by-row claim decisions of one transaction, with rate buckets kept as they change."""
+
+    def __init__(self, rows: dict[str, _Row], now: datetime, already: set[str]) -> None:
+        self.rows = rows
+        self.now = now
+        #: Rate buckets changed by this batch: endpoint id -> tokens left.
+        self.tokens: dict[str, float] = {}
+        self.leased: list[DeliveryMessage] = []
+        #: Status changes to write: (message, new status, statuses it may change from).
+        self.settled: list[tuple[DeliveryMessage, str, tuple[str, ...]]] = []
+        self._decided = set(already)
+
+    def decide(self, message: DeliveryMessage) -> Claim:
+        allowed = LADDER_STATUSES if message.trigger == "ladder" else MANUAL_STATUSES
+        row = self.rows.get(message.delivery_id)
+        if row is None or row.attempts != message.attempt - 1 or row.status not in allowed:
+            return Claim(ClaimState.STALE, None if row is None else row.status)
+        if message.delivery_id in self._decided:
+            return Claim(ClaimState.BUSY, row.status)
+        endpoint = row.endpoint
+        if endpoint.deleted_at is not None:
+            return self._settle(message, row.status, ClaimState.CANCELLED, UNFINISHED_STATUSES)
+        parks = endpoint.disabled or (
+            message.trigger == "ladder"
+            and (
+                (endpoint.health == presence.OFFLINE and endpoint.probe_delivery_id != message.delivery_id)
+                # A retry from before the outage, back from a waiting tier while the parked
+                # deliveries are released: it joins them, to arrive in creation order.
+                or (endpoint.health == presence.RECOVERING and row.status == "retrying")
+            )
+        )
+        if parks:
+            return self._settle(message, row.status, ClaimState.PARKED, LADDER_STATUSES)
+        if row.lease_until is not None and row.lease_until > self.now:
+            return Claim(ClaimState.BUSY, row.status)
+        tokens = None
+        if endpoint.rate_limit:
+            tokens = self.tokens.get(endpoint.id, _tokens(endpoint, self.now))
+            if tokens < 1.0:
+                return Claim(ClaimState.THROTTLED, row.status, wait=(1.0 - tokens) / endpoint.rate_limit)
+            self.tokens[endpoint.id] = tokens - 1.0
+        self.leased.append(message)
+        self._decided.add(message.delivery_id)
+        return Claim(ClaimState.CLAIMED, row.status, EndpointView.of(endpoint), 0.0, row.manual_attempts, row.next_attempt_at)
+
+    def _settle(self, message: DeliveryMessage, prior: str, state: ClaimState, statuses: tuple[str, ...]) -> Claim:
+        self.settled.append((message, state.value, statuses))
+        self._decided.add(message.delivery_id)
+        return Claim(state, prior)
+
+
+def _take_leases(messages: list[DeliveryMessage], lease_until: datetime) -> set[str]:
+    """Lease each message's delivery while its attempt is still the next one; the ids leased."""
+    param = database.obj.param
+    table = sqltext.table(Delivery)
+    still_next = " OR ".join([f"(id = {param} AND attempts = {param})"] * len(messages))
+    keys = [value for message in messages for value in (message.delivery_id, message.attempt - 1)]
+    lease = Delivery.lease_until.db_value(lease_until)
+    taken = database.execute_sql(f"UPDATE {table} SET lease_until = {param} WHERE {still_next}", [lease, *keys]).rowcount
+    if taken == len(messages):
+        return {message.delivery_id for message in messages}
+    # A slower worker recorded one of these attempts in the meantime: find out which.
+    cursor = database.execute_sql(f"SELECT id FROM {table} WHERE lease_until = {param} AND ({still_next})", [lease, *keys])
+    return {delivery_id for delivery_id, in cursor.fetchall()}
+
+
+def _set_status(message: DeliveryMessage, status: str, statuses: tuple[str, ...]) -> None:
+    (
+        Delivery.update(status=status, next_attempt_at=None, lease_until=None, spilled_at=None, updated_at=utcnow())
+        .where((Delivery.id == message.delivery_id) & Delivery.status.in_(statuses))
+        .execute()
+    )
+
+
+@retrying
+def release(message: DeliveryMessage) -> None:
+    """Give the claim back without an attempt (the worker stopped before the call)."""
+    (
+        Delivery.update(lease_until=None)
+        .where((Delivery.id == message.delivery_id) & (Delivery.attempts == message.attempt - 1))
+        .execute()
+    )

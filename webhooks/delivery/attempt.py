@@ -1,0 +1,182 @@
+"""One message, from its lane to its settlement: claim, sign, call, judge, record, send on, ack.
+
+The order is what makes the guarantees: the attempt is recorded (durably) before its
+message is acked, so a crash costs at most a repeated attempt; the next attempt's
+message is published after the record, and the outbox mark after that, so a message
+lost on the way is republished by the relay. A message that only has to wait (its
+endpoint's rate limit) goes back to its lane, paused, without a trip through the broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+from webhooks import metrics
+from webhooks.claims import Claim, ClaimState
+from webhooks.classify import Verdict, classify
+from webhooks.delivery.decide import Step, after_attempt
+from webhooks.delivery.lanes import Held
+from webhooks.delivery.runtime import Runtime, Stopping
+from webhooks.delivery.http_result import HttpResult
+from webhooks.delivery.window import Signal, signal_of
+from webhooks.ids import new_id
+from webhooks.messages import DeliveryMessage
+from webhooks.outgoing import active_secrets, build_request
+from webhooks.records import Outcome
+from webhooks.timeutil import utcnow
+
+log = logging.getLogger(__name__)
+
+#: A claim outlives the call by this much, so a slow but live worker keeps its attempt.
+LEASE_MARGIN_SECONDS = 5.0
+
+#: Response bodies are stored up to this size (the sender reads no more).
+MAX_STORED_BODY = 20 * 1024
+
+
+class Attempts:
+    """Handles the messages the lanes hand out."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        self.ladder = runtime.settings.ladder
+        self.topology = runtime.settings.topology
+
+    async def handle(self, held: Held) -> None:
+        """Claim the message's attempt and act on the claim."""
+        try:
+            claim = await self.rt.until_db(self.rt.claims, held.message)
+        except Stopping:
+            self._done(held, Signal.NEUTRAL, 0.0)
+            self.rt.requeue(held.tag, held.session)
+            return
+        if claim.state is ClaimState.CLAIMED and claim.endpoint is not None:
+            await self._attempt(held, claim)
+            return
+        self._done(held, Signal.NEUTRAL, 0.0)
+        if claim.state is ClaimState.THROTTLED:
+            self._pause(held, claim.wait)
+        elif claim.state is ClaimState.BUSY:
+            # Another worker holds this attempt (a duplicate message): look again in a second.
+            await self.rt.move(held.tag, held.session, self.topology.defer, *held.message.encode())
+        else:
+            message = held.message
+            log.info("%s delivery=%s attempt=%d", claim.state.value, message.delivery_id, message.attempt)
+            self.rt.ack(held.tag, held.session)
+
+    def _done(self, held: Held, signal: Signal, sent_at: float) -> None:
+        """The call (or the claim that made none) is over: its window slot is free."""
+        lane = held.lane
+        _, level = lane.sending.pop(held, (sent_at, None))
+        now = self.rt.loop.time()
+        cuts = lane.window.cuts
+        lane.window.finished(signal, sent_at, now, level, self.rt.lag.allowance(now))
+        if lane.window.cuts > cuts:
+            metrics.WINDOW_CUTS.labels("failure" if signal is Signal.FAILED else "latency").inc()
+        self.rt.lanes.wake(lane, now)
+        self.rt.wake()
+
+    def _pause(self, held: Held, seconds: float) -> None:
+        """The endpoint's rate limit is used up: its lane waits, this message first in line."""
+        loop = self.rt.loop
+        lane = held.lane
+        lane.paused_until = max(lane.paused_until, loop.time() + seconds)
+        self.rt.lanes.put_back(held, loop.time())
+        loop.call_at(lane.paused_until, self._unpause, lane)
+
+    def _unpause(self, lane: Any) -> None:
+        self.rt.lanes.wake(lane, self.rt.loop.time())
+        self.rt.wake()
+
+    async def _attempt(self, held: Held, claim: Claim) -> None:
+        message, endpoint = held.message, claim.endpoint
+        assert endpoint is not None
+        started = utcnow()
+        secrets = active_secrets(endpoint.secret, endpoint.previous_secret, endpoint.previous_secret_until, started)
+        request = build_request(
+            message.event_id, message.event_type, message.event_created_at, message.payload, secrets, int(time.time())
+        )
+        sent_at = self.rt.loop.time()
+        _, level = held.lane.sending.get(held, (sent_at, held.lane.window.in_flight))
+        held.lane.sending[held] = (sent_at, level)
+        result = await self.rt.sender.post(endpoint.url, request.headers, request.body)
+        self._done(held, signal_of(result.status_code, result.error_class), sent_at)
+
+        verdict = classify(result.status_code, result.headers, result.error_class, result.error)
+        step = after_attempt(message, verdict, claim.prior_status or "pending", claim.manual_attempts, claim.due_at,
+                             self.ladder, self.topology, started)
+        outcome = Outcome(
+            attempt_id=new_id("att"),
+            status=step.status,
+            next_attempt_at=step.next_attempt_at,
+            attempt_fields=attempt_fields(started, endpoint.url, request.headers, result, verdict),
+            last_status_code=result.status_code,
+            last_error=None if verdict.delivered else verdict.summary,
+            manual_attempts=step.manual_attempts,
+            counts_as_failure=result.status_code != 429,
+            disable_reason=verdict.summary if verdict.gone else None,
+            exhausted=step.exhausted,
+        )
+        try:
+            recorded = await self.rt.until_db(self.rt.records, (message, outcome))
+        except Stopping:
+            log.info("stopping before the attempt was recorded; the message returns to the queue")
+            self.rt.requeue(held.tag, held.session)
+            return
+        if not recorded:
+            log.info("attempt recorded elsewhere delivery=%s attempt=%d", message.delivery_id, message.attempt)
+            self.rt.ack(held.tag, held.session)
+            return
+        _log(message, verdict, step, result)
+        metrics.observe_attempt(result.status_code, result.duration_ms / 1000, step.status)
+        await self._send_on(message, step)
+        self.rt.ack(held.tag, held.session)
+
+    async def _send_on(self, message: DeliveryMessage, step: Step) -> None:
+        """Publish what follows a recorded attempt: the next attempt, or a copy for the dead-letter queue."""
+        if step.next_message is not None and step.queue is not None:
+            if await self.rt.publish(step.queue, *step.next_message.encode()):
+                try:
+                    await self.rt.marks(step.next_message)
+                except Exception:  # noqa: BLE001 - a lost mark costs one duplicate from the relay
+                    log.warning("outbox mark failed for delivery=%s; the relay will publish it again",
+                                message.delivery_id, exc_info=True)
+            else:
+                log.warning("next attempt of delivery=%s not confirmed by the broker; the relay will publish it",
+                            message.delivery_id)
+        elif step.exhausted:
+            # For operators; the database is the list of failed deliveries (decision 3).
+            if not await self.rt.publish(self.topology.dead, *message.encode()):
+                log.warning("dead-letter copy of delivery=%s not confirmed", message.delivery_id)
+
+
+def attempt_fields(
+    started: datetime, url: str, headers: dict[str, str], result: HttpResult, verdict: Verdict
+) -> dict[str, Any]:
+    """The attempt row's columns. ``error`` says what went wrong in the words the delivery's
+    ``last_error`` uses; a 2xx whose body then stalled keeps the transport error for whoever looks."""
+    return {
+        "started_at": started,
+        "duration_ms": round(result.duration_ms, 2),
+        "url": url,
+        "request_headers": headers,
+        "response_status": result.status_code,
+        "response_headers": result.headers or None,
+        "response_body": result.body[:MAX_STORED_BODY].decode("utf-8", errors="replace") if result.body else None,
+        "error_class": verdict.error_class,
+        "error": result.error if verdict.delivered else verdict.summary,
+    }
+
+
+def _log(message: DeliveryMessage, verdict: Verdict, step: Step, result: HttpResult) -> None:
+    log.info(
+        "attempted delivery=%s event=%s endpoint=%s attempt=%d trigger=%s result=%s status=%s ms=%.0f%s",
+        message.delivery_id, message.event_id, message.endpoint_id, message.attempt, message.trigger,
+        verdict.summary, step.status, result.duration_ms,
+        f" next_attempt_at={step.next_attempt_at.isoformat()}Z" if step.next_attempt_at else "",
+    )
+    if step.exhausted:  # a failed resend outside the ladder is not dead-lettered again
+        log.warning("dead-lettered delivery=%s event=%s after %d attempts", message.delivery_id, message.event_id, message.attempt)

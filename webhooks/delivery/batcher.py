@@ -1,0 +1,74 @@
+"""Group commit for the event loop: many deliveries' database work done as one batch on a thread.
+
+A coroutine awaits ``batcher(item)``; items queue up while a batch runs, and the next
+batch takes everything queued (up to ``max_batch``) in one call of ``run`` on the
+database executor, so one transaction (one lock round, one WAL flush) serves many
+attempts, and a lone item goes at once with no added wait. At most one batch of a
+batcher runs at a time. If the batch raises, every item in it gets that exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Executor
+from typing import Any, Callable, Generic, Sequence, TypeVar
+
+import peewee
+
+from webhooks import db
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def database_work(fn: Callable[..., R], *args: Any) -> R:
+    """Run ``fn(*args)`` on a database thread: a dead connection is thrown away, a live one
+    goes back to the pool between units of work."""
+    try:
+        return fn(*args)
+    except (peewee.OperationalError, peewee.InterfaceError):
+        db.reset_connection()  # this thread's connection is dead: the next unit opens a fresh one
+        raise
+    finally:
+        db.release_connection()
+
+
+class Batcher(Generic[T, R]):
+    def __init__(self, run: Callable[[Sequence[T]], Sequence[R]], executor: Executor, max_batch: int = 256) -> None:
+        self._run = run
+        self._executor = executor
+        self._max_batch = max_batch
+        self._queued: list[tuple[T, asyncio.Future[R]]] = []
+        self._running = False
+
+    async def __call__(self, item: T) -> R:
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._queued.append((item, future))
+        if not self._running:
+            self._start()
+        return await future
+
+    def _start(self) -> None:
+        batch, self._queued = self._queued[: self._max_batch], self._queued[self._max_batch :]
+        self._running = True
+        task = asyncio.get_running_loop().run_in_executor(self._executor, self._execute, [item for item, _ in batch])
+        task.add_done_callback(lambda done: self._finish(batch, done))
+
+    def _execute(self, items: list[T]) -> Sequence[R]:
+        results = database_work(self._run, items)
+        if len(results) != len(items):
+            raise RuntimeError(f"batch returned {len(results)} results for {len(items)} items")
+        return results
+
+    def _finish(self, batch: list[tuple[T, asyncio.Future[R]]], done: asyncio.Future[Sequence[R]]) -> None:
+        self._running = False
+        error = done.exception()
+        for index, (_, future) in enumerate(batch):
+            if future.done():  # the caller was cancelled
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result()[index])
+        if self._queued:
+            self._start()

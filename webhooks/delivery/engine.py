@@ -1,0 +1,309 @@
+"""The worker process: one asyncio event loop that consumes the primary queue and delivers.
+
+Messages arrive from a ``broker.Session`` (pika's ``AsyncioConnection``) into their
+endpoint's lane (``lanes``); whenever a lane's adaptive window (``window``) has room,
+the next message is handed out, tenant by tenant, and ``attempt.Attempts`` claims,
+calls, records and acks it. Thousands of deliveries can be in flight at once: they
+are bounded by ``WORKER_PREFETCH`` and the endpoints' windows, not by threads.
+Database work runs in batches on a few threads (``batcher``), never on the loop. A
+backlog beyond what memory should hold moves to the database (``spill``), and the
+housekeeping (``upkeep``) runs once a second.
+
+The first SIGTERM (or Ctrl-C) stops consuming, gives back the messages not yet
+started and lets the deliveries in flight finish, record and ack; a second one exits
+at once (unacked messages return to the queue). A lost broker connection is
+reconnected with backoff (to any node of ``AMQP_URL``); a database outage is waited
+out with the messages unacked. ``python -m webhooks.worker`` runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, Sequence
+
+import pika
+
+from webhooks import metrics
+from webhooks.brokers import broker_parameters
+from webhooks.claims import claim_many
+from webhooks.config import Settings
+from webhooks.delivery.attempt import LEASE_MARGIN_SECONDS, Attempts
+from webhooks.delivery.batcher import Batcher
+from webhooks.delivery.broker import MissingQueue, Session, SessionClosed
+from webhooks.delivery.decide import wait_queue_for
+from webhooks.delivery.lanes import Held, Lane, Lanes
+from webhooks.delivery.runtime import REQUEUE_PAUSE_SECONDS, Runtime
+from webhooks.delivery.sender import Sender
+from webhooks.delivery.spill import Spiller
+from webhooks.delivery.upkeep import Upkeep
+from webhooks.messages import DeliveryMessage, PoisonMessage
+from webhooks.netguard import TargetPolicy
+from webhooks.outbox import mark_enqueued
+from webhooks.outgoing import USER_AGENT
+from webhooks.records import record_many
+from webhooks.topology import DEFER_MS
+
+log = logging.getLogger(__name__)
+
+#: Threads for database work (claims, records, marks and backlog moves run side by side).
+DATABASE_THREADS = 4
+
+#: Longest pause between attempts to reach a broker that is down (seconds).
+MAX_BACKOFF_SECONDS = 10.0
+
+#: Giving up on a broker node that does not answer (seconds).
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+#: A message due within this many seconds is attempted now.
+NOT_BEFORE_SLACK_SECONDS = 0.05
+
+
+def _mark_each(messages: Sequence[DeliveryMessage]) -> list[None]:
+    mark_enqueued(messages)
+    return [None] * len(messages)
+
+
+class Engine:
+    """One worker process's delivery engine. ``run()`` blocks; ``stop()`` may be called from any thread."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topology = settings.topology
+        self.requeue_pause = REQUEUE_PAUSE_SECONDS
+        #: Set while the engine consumes (tests wait for it).
+        self.consuming = threading.Event()
+        self.rt: Runtime | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_asked = threading.Event()
+        self._pump_scheduled = False
+        #: Messages waiting in memory for their ``not_before`` (session number, tag) -> timer.
+        self._timers: dict[tuple[int, int], asyncio.TimerHandle] = {}
+
+    # -- the outside ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Consume and deliver until stopped; the exit status (2: the queues are missing)."""
+        return asyncio.run(self._main())
+
+    def stop(self) -> None:
+        """Stop taking messages; deliveries in flight finish, are recorded and acked."""
+        self._stop_asked.set()
+        loop, rt = self._loop, self.rt
+        if loop is not None and rt is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(rt.stopping.set)
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    async def _main(self) -> int:
+        settings = self.settings
+        executor = ThreadPoolExecutor(DATABASE_THREADS, thread_name_prefix="db")
+        sender = Sender(
+            timeout=settings.delivery_timeout,
+            policy=TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks),
+            user_agent=USER_AGENT,
+        )
+        lease = settings.delivery_timeout + LEASE_MARGIN_SECONDS
+        rt = Runtime(
+            settings=settings,
+            lanes=Lanes(settings.endpoint_max_in_flight),
+            sender=sender,
+            executor=executor,
+            claims=Batcher(partial(claim_many, lease_seconds=lease), executor),
+            records=Batcher(partial(record_many, offline_after=settings.offline_after_failures), executor),
+            marks=Batcher(_mark_each, executor),
+            stopping=asyncio.Event(),
+            wake=self._wake,
+            requeue_pause=self.requeue_pause,
+        )
+        self.rt, self._loop = rt, asyncio.get_running_loop()
+        if self._stop_asked.is_set():
+            rt.stopping.set()
+        self.attempts = Attempts(rt)
+        self.spiller = Spiller(rt, settings.worker_prefetch)
+        self.upkeep = Upkeep(rt, self.spiller, settings.endpoint_max_in_flight)
+        chores = [asyncio.create_task(self.upkeep.run()), asyncio.create_task(self.spiller.scan_orphans()),
+                  asyncio.create_task(rt.lag.measure(rt.stopping))]
+        try:
+            return await self._serve()
+        finally:
+            rt.stopping.set()
+            await asyncio.gather(*chores, return_exceptions=True)
+            if rt.tasks:
+                await asyncio.gather(*list(rt.tasks), return_exceptions=True)
+            await self.upkeep.forget()
+            await sender.close()
+            executor.shutdown(wait=True)
+            self.consuming.clear()
+            log.info("worker stopped")
+
+    async def _serve(self) -> int:
+        """Broker sessions one after another (reconnecting with backoff) until stopped."""
+        rt = self.rt
+        assert rt is not None
+        backoff, number = 0.5, 0
+        while not rt.stopping.is_set():
+            number += 1
+            session = Session(number)
+            try:
+                await session.open(broker_parameters(self.settings.amqp_url, CONNECT_TIMEOUT_SECONDS / 2),
+                                   CONNECT_TIMEOUT_SECONDS)
+                await session.check_queues(self.topology.all_queues())
+                rt.session = session
+                await session.consume(self.topology.primary, self.settings.worker_prefetch, self._on_message)
+                log.info("worker consuming %s (prefetch %d, up to %d calls in flight per endpoint)",
+                         self.topology.primary, self.settings.worker_prefetch, rt.lanes.ceiling)
+                self.consuming.set()
+                backoff = 0.5
+                stop = asyncio.ensure_future(rt.stopping.wait())
+                await asyncio.wait([stop, session.closed], return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                if rt.stopping.is_set() and session.is_open:
+                    await self._drain(session)
+                    return 0
+                raise session.closed.result() if session.closed.done() else SessionClosed("closed")
+            except MissingQueue as error:
+                log.error("a queue of the ladder is missing (%s): run `python rabbit_setup.py`", error)
+                return 2
+            except (SessionClosed, pika.exceptions.AMQPError, OSError) as error:
+                if rt.stopping.is_set():
+                    return 0
+                log.warning("broker connection lost: %s; reconnecting in %.1fs", error, backoff)
+            finally:
+                self.consuming.clear()
+                self._forget_session(session)
+                await session.close()
+            try:
+                await asyncio.wait_for(rt.stopping.wait(), backoff)
+            except asyncio.TimeoutError:
+                pass
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+        return 0
+
+    async def _drain(self, session: Session) -> None:
+        """The first stop signal: take nothing more, give back what has not started, finish the rest."""
+        rt = self.rt
+        assert rt is not None
+        await session.cancel()
+        for held in rt.lanes.drain():
+            rt.requeue(held.tag, held.session)
+        for (number, tag), timer in list(self._timers.items()):
+            timer.cancel()
+            rt.requeue(tag, number)
+        self._timers.clear()
+        if rt.tasks:
+            log.info("finishing %d deliveries in flight", len(rt.tasks))
+            await asyncio.gather(*list(rt.tasks), return_exceptions=True)
+
+    def _forget_session(self, session: Session) -> None:
+        """The session is over: its messages are back in the queue (the broker requeued them)."""
+        rt = self.rt
+        assert rt is not None
+        rt.lanes.drain()
+        for key in [key for key in self._timers if key[0] == session.number]:
+            self._timers.pop(key).cancel()
+
+    # -- messages in ------------------------------------------------------------------------------
+
+    def _on_message(self, tag: int, properties: pika.BasicProperties, body: bytes) -> None:
+        rt = self.rt
+        assert rt is not None and rt.session is not None
+        number = rt.session.number
+        if rt.stopping.is_set():
+            rt.requeue(tag, number)  # arrived between the stop and the broker's cancel-ok
+            return
+        headers = dict(properties.headers or {})
+        try:
+            message = DeliveryMessage.decode(body, headers)
+        except PoisonMessage as error:
+            log.error("dead-lettered poison message: %s", error)
+            rt.spawn(rt.move(tag, number, self.topology.dead, body, {**headers, "error": str(error)}))
+            return
+        wait = (message.not_before or 0.0) - time.time()
+        if wait > NOT_BEFORE_SLACK_SECONDS:
+            if wait * 1000 < DEFER_MS:
+                # Due within a second (Retry-After, a resend keeping its place): wait here.
+                self._timers[(number, tag)] = rt.loop.call_later(wait, self._admit_due, message, tag, number)
+            else:
+                # Back to a waiting tier, without an attempt: the longest that does not overshoot.
+                queue = wait_queue_for(wait * 1000, self.settings.ladder, self.topology)
+                rt.spawn(rt.move(tag, number, queue, body, headers))
+            return
+        self._admit(message, tag, number)
+
+    def _admit_due(self, message: DeliveryMessage, tag: int, number: int) -> None:
+        self._timers.pop((number, tag), None)
+        self._admit(message, tag, number)
+
+    def _admit(self, message: DeliveryMessage, tag: int, number: int) -> None:
+        rt = self.rt
+        assert rt is not None
+        if rt.session is None or rt.session.number != number or not rt.session.is_open:
+            return  # its session is gone: the broker has it again
+        rt.lanes.add(message, tag, number, rt.loop.time())
+        self.spiller.check()
+        self._wake()
+
+    # -- work out ---------------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        if not self._pump_scheduled and self._loop is not None:
+            self._pump_scheduled = True
+            self._loop.call_soon(self._pump)
+
+    def _pump(self) -> None:
+        """Hand out every message whose lane can send now, tenant by tenant."""
+        self._pump_scheduled = False
+        rt = self.rt
+        assert rt is not None
+        if rt.stopping.is_set() and rt.session is None:
+            return
+        now = rt.loop.time()
+        while (held := rt.lanes.next_ready(now)) is not None:
+            lane = held.lane
+            lane.sending[held] = (now, lane.window.started())
+            self._watch(lane)
+            rt.spawn(self._deliver(held))
+
+    async def _deliver(self, held: Held) -> None:
+        try:
+            await self.attempts.handle(held)
+        finally:
+            self.spiller.after_settled(held)
+
+    def _watch(self, lane: Lane) -> None:
+        """Make sure someone looks at ``lane``'s oldest call once it is late."""
+        slow_after = lane.window.slow_after() if self.rt is not None else None
+        if lane.watch is None and slow_after is not None and self._loop is not None:
+            lane.watch = self._loop.call_later(slow_after, self._check_late, lane)
+
+    def _check_late(self, lane: Lane) -> None:
+        """A call far slower than the endpoint's baseline cuts its window before it even returns."""
+        lane.watch = None
+        window = lane.window
+        if self.rt is None or self._loop is None:
+            return
+        now = self._loop.time()
+        slow_after = window.slow_after(self.rt.lag.allowance(now))
+        if slow_after is None:
+            return
+        # Calls sent before the last cut say nothing new; the next call sent sets a new watch.
+        counted = [call for call in lane.sending.values() if call[0] > window.last_cut]
+        if not counted:
+            return
+        sent, level = min(counted)
+        if now - sent < slow_after:
+            lane.watch = self._loop.call_later(sent + slow_after - now, self._check_late, lane)
+            return
+        cuts = window.cuts
+        window.overdue(sent, now, level)
+        if window.cuts > cuts:
+            metrics.WINDOW_CUTS.labels("latency").inc()
+
+    def stats(self) -> dict[str, Any]:
+        """Lanes, messages held and calls in flight (tests, debugging)."""
+        return {} if self.rt is None else {**self.rt.lanes.stats(), "tasks": len(self.rt.tasks)}

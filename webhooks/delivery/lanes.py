@@ -1,0 +1,212 @@
+"""Fair share inside one worker process: a lane per endpoint, served round-robin by tenant.
+
+Every message taken from the primary queue waits in its endpoint's lane (first in,
+first out) until the endpoint's concurrency window has room and no rate-limit pause
+holds it. ``next_ready`` hands out work one message at a time, tenant by tenant and,
+within a tenant, endpoint by endpoint, so a tenant with 10,000 messages waiting gets
+one turn like a tenant with one, and a slow endpoint's backlog holds only its own
+lane. Lanes live in memory up to a bound; beyond it the engine moves the newest
+messages of the longest lanes to the database (``spill``) and fetches them back when
+the lane runs short. Nothing here does I/O or knows about time except through the
+numbers it is handed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from webhooks.delivery.window import Window
+from webhooks.messages import DeliveryMessage
+
+
+@dataclass(eq=False)
+class Held:
+    """One message in this process: in a lane, then in flight, until it is settled."""
+
+    message: DeliveryMessage
+    #: AMQP delivery tag on the consuming channel of ``session`` (None: fetched from the database).
+    tag: int | None
+    #: Which broker session the tag belongs to (a tag is meaningless after a reconnect).
+    session: int
+    lane: "Lane" = field(repr=False)
+
+
+class Lane:
+    """One endpoint's messages waiting in this process, and its window."""
+
+    __slots__ = ("endpoint_id", "tenant", "queue", "window", "paused_until", "spilled", "refilling",
+                 "sending", "idle_since", "ready", "finished", "pace", "watch")
+
+    def __init__(self, endpoint_id: str, tenant: "TenantRing", ceiling: int) -> None:
+        self.endpoint_id = endpoint_id
+        self.tenant = tenant
+        self.queue: deque[Held] = deque()
+        self.window = Window(ceiling)
+        #: Loop time until which nothing is sent (rate limit); 0 when not paused.
+        self.paused_until = 0.0
+        #: Some of this endpoint's backlog waits in the database.
+        self.spilled = False
+        #: A fetch from the database is under way.
+        self.refilling = False
+        #: Calls in flight: Held -> (loop time it was sent, calls in flight with it), oldest first.
+        self.sending: dict[Held, tuple[float, int]] = {}
+        #: Loop time since which the lane is empty with nothing in flight (lanes are dropped later).
+        self.idle_since: float | None = None
+        #: The lane is in its tenant's ring of lanes with work to hand out.
+        self.ready = False
+        #: Messages settled since the pace was last measured, and the pace (per second, smoothed).
+        self.finished = 0
+        self.pace = 0.0
+        #: The timer that looks for calls outstanding far longer than the baseline (None: none set).
+        self.watch: Any = None
+
+    def can_send(self, now: float) -> bool:
+        return bool(self.queue) and self.window.has_room() and self.paused_until <= now
+
+    @property
+    def held(self) -> int:
+        """Messages waiting (not in flight)."""
+        return len(self.queue)
+
+
+class TenantRing:
+    """A tenant's lanes that have work to hand out, in turn."""
+
+    __slots__ = ("tenant_id", "ring", "ready")
+
+    def __init__(self, tenant_id: str) -> None:
+        self.tenant_id = tenant_id
+        self.ring: deque[Lane] = deque()
+        #: The tenant is in the ring of tenants with work.
+        self.ready = False
+
+
+class Lanes:
+    """Every lane of this process and the round-robin over them."""
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = ceiling
+        self.lanes: dict[str, Lane] = {}
+        self.tenants: dict[str, TenantRing] = {}
+        self._ring: deque[TenantRing] = deque()
+        #: Messages waiting in every lane (not in flight).
+        self.held = 0
+
+    def lane(self, endpoint_id: str, tenant_id: str) -> Lane:
+        lane = self.lanes.get(endpoint_id)
+        if lane is None:
+            tenant = self.tenants.get(tenant_id)
+            if tenant is None:
+                tenant = self.tenants[tenant_id] = TenantRing(tenant_id)
+            lane = self.lanes[endpoint_id] = Lane(endpoint_id, tenant, self.ceiling)
+        return lane
+
+    def add(self, message: DeliveryMessage, tag: int | None, session: int, now: float, front: bool = False) -> Held:
+        """Queue a message in its endpoint's lane (at the front: it was there first)."""
+        lane = self.lane(message.endpoint_id, message.tenant_id)
+        held = Held(message, tag, session, lane)
+        if front:
+            lane.queue.appendleft(held)
+        else:
+            lane.queue.append(held)
+        lane.idle_since = None
+        self.held += 1
+        self.wake(lane, now)
+        return held
+
+    def put_back(self, held: Held, now: float) -> None:
+        """A message taken by ``next_ready`` that could not be sent yet: first in its lane again."""
+        held.lane.queue.appendleft(held)
+        self.held += 1
+        self.wake(held.lane, now)
+
+    def wake(self, lane: Lane, now: float) -> None:
+        """Put ``lane`` in the rotation if it can send now."""
+        if lane.ready or not lane.can_send(now):
+            return
+        lane.ready = True
+        tenant = lane.tenant
+        tenant.ring.append(lane)
+        if not tenant.ready:
+            tenant.ready = True
+            self._ring.append(tenant)
+
+    def next_ready(self, now: float) -> Held | None:
+        """The next message to send, taking turns by tenant, then by endpoint; None if none can go."""
+        while self._ring:
+            tenant = self._ring.popleft()
+            lane = tenant.ring.popleft()
+            lane.ready = False
+            held: Held | None = None
+            if lane.can_send(now):
+                held = lane.queue.popleft()
+                self.held -= 1
+                self.wake(lane, now)  # to the back of its tenant's turn, if it can send again
+            if tenant.ring:
+                self._ring.append(tenant)
+            else:
+                tenant.ready = False
+            if held is not None:
+                return held
+        return None
+
+    def take_newest(self, lane: Lane, count: int) -> list[Held]:
+        """Remove up to ``count`` of the lane's newest waiting ladder messages (to move them to the
+        database); a resend or a message with a ``not_before`` stops the taking (it stays)."""
+        taken: list[Held] = []
+        while lane.queue and len(taken) < count:
+            newest = lane.queue[-1].message
+            if newest.trigger != "ladder" or newest.not_before is not None:
+                break
+            taken.append(lane.queue.pop())
+        self.held -= len(taken)
+        return taken
+
+    def longest(self) -> list[Lane]:
+        """Lanes by waiting messages, longest first."""
+        return sorted((lane for lane in self.lanes.values() if lane.queue), key=lambda lane: len(lane.queue), reverse=True)
+
+    def drain(self) -> list[Held]:
+        """Empty every lane (a stop, or a lost broker session); the messages taken out."""
+        taken = [held for lane in self.lanes.values() for held in lane.queue]
+        for lane in self.lanes.values():
+            lane.queue.clear()
+            lane.ready = False
+        for tenant in self.tenants.values():
+            tenant.ring.clear()
+            tenant.ready = False
+        self._ring.clear()
+        self.held = 0
+        return taken
+
+    def forget_idle(self, now: float, after: float) -> int:
+        """Drop lanes idle (nothing waiting, in flight or spilled) for ``after`` seconds; how many."""
+        dropped = 0
+        for endpoint_id, lane in list(self.lanes.items()):
+            busy = lane.queue or lane.sending or lane.spilled or lane.refilling or lane.paused_until > now
+            if busy:
+                lane.idle_since = None
+                continue
+            if lane.idle_since is None:
+                lane.idle_since = now
+            elif now - lane.idle_since >= after:
+                del self.lanes[endpoint_id]
+                dropped += 1
+        live_tenants = {lane.tenant.tenant_id for lane in self.lanes.values()}
+        for tenant_id in [t for t in self.tenants if t not in live_tenants]:
+            del self.tenants[tenant_id]
+        return dropped
+
+    def set_ceiling(self, ceiling: int) -> None:
+        self.ceiling = ceiling
+        for lane in self.lanes.values():
+            lane.window.set_ceiling(ceiling)
+
+    def __iter__(self) -> Iterator[Lane]:
+        return iter(self.lanes.values())
+
+    def stats(self) -> dict[str, Any]:
+        return {"lanes": len(self.lanes), "held": self.held,
+                "in_flight": sum(lane.window.in_flight for lane in self.lanes.values())}

@@ -1,0 +1,143 @@
+"""What every part of a running engine shares: settings, lanes, the broker session, the batchers.
+
+The engine builds one ``Runtime`` per process and hands it to the parts that handle
+messages (``attempt``), move backlogs (``spill``) and keep things tidy (``upkeep``).
+Everything here runs on the event loop; database work goes through the batchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, TypeVar
+
+import peewee
+
+from webhooks.claims import Claim
+from webhooks.config import Settings
+from webhooks.delivery.batcher import Batcher, database_work
+from webhooks.delivery.broker import Session
+from webhooks.delivery.lag import LoopLag
+from webhooks.delivery.lanes import Lanes
+from webhooks.delivery.sender import Sender
+from webhooks.messages import DeliveryMessage
+from webhooks.records import Outcome
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+#: Longest pause between attempts to reach a database that is down (seconds).
+MAX_BACKOFF_SECONDS = 10.0
+
+#: How long a publish may wait for the broker's confirm (seconds).
+CONFIRM_TIMEOUT_SECONDS = 5.0
+
+#: A database failure is logged at most this often (seconds): every delivery waiting on it retries.
+DATABASE_WARNING_EVERY_SECONDS = 1.0
+
+#: A message whose onward publish failed returns to the queue after this pause (seconds),
+#: so a broker refusing publishes does not spin it into the dead-letter queue at once.
+REQUEUE_PAUSE_SECONDS = 1.0
+
+
+class Stopping(Exception):
+    """The worker is stopping while waiting for the database: give the message back."""
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    lanes: Lanes
+    sender: Sender
+    executor: ThreadPoolExecutor
+    claims: Batcher[DeliveryMessage, Claim]
+    records: Batcher[tuple[DeliveryMessage, Outcome], bool]
+    #: Outbox marks: the next attempt's message was confirmed.
+    marks: Batcher[DeliveryMessage, None]
+    #: Set once a stop was asked for.
+    stopping: asyncio.Event
+    #: Schedules a round of handing out work (after anything that may free or add some).
+    wake: Callable[[], None]
+    session: Session | None = None
+    #: The event loop's own delay (windows do not count it against receivers).
+    lag: LoopLag = field(default_factory=LoopLag)
+    requeue_pause: float = REQUEUE_PAUSE_SECONDS
+    #: Attempts running now (each owns one Held until it is settled).
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _warned_at: float = -DATABASE_WARNING_EVERY_SECONDS
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    def spawn(self, coroutine: Awaitable[Any]) -> asyncio.Task[Any]:
+        """Run ``coroutine`` as a tracked task (the engine waits for these before it exits)."""
+        task = asyncio.ensure_future(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("unexpected error in the worker", exc_info=task.exception())
+
+    async def in_db(self, fn: Callable[..., R], *args: Any) -> R:
+        """``fn(*args)`` on a database thread (one unit of work, not batched)."""
+        return await self.loop.run_in_executor(self.executor, database_work, fn, *args)
+
+    async def publish(self, queue: str, body: bytes, headers: dict[str, Any]) -> bool:
+        """Publish on the current session; False when there is none or the broker did not confirm."""
+        session = self.session
+        if session is None:
+            return False
+        return await session.publish(queue, body, headers, CONFIRM_TIMEOUT_SECONDS)
+
+    def ack(self, tag: int | None, session: int) -> None:
+        """The message is done with (recorded, moved or stale)."""
+        if tag is not None and self.session is not None and session == self.session.number:
+            self.session.ack(tag)
+
+    def requeue(self, tag: int | None, session: int) -> None:
+        """The message goes back to the queue (its tag died with its session otherwise)."""
+        if tag is not None and self.session is not None and session == self.session.number:
+            self.session.requeue(tag)
+
+    async def move(self, tag: int | None, session: int, queue: str, body: bytes, headers: dict[str, Any]) -> bool:
+        """Publish the message to ``queue`` and ack it; if the broker does not confirm, the
+        message returns to its queue after a pause (it exists nowhere else)."""
+        if await self.publish(queue, body, headers):
+            self.ack(tag, session)
+            return True
+        log.warning("publish to %s not confirmed; the message returns to the queue", queue)
+        await asyncio.sleep(self.requeue_pause)
+        self.requeue(tag, session)
+        return False
+
+    async def until_db(self, batcher: Callable[[Any], Awaitable[R]], item: Any) -> R:
+        """``await batcher(item)``, waiting out a database outage (the message stays unacked meanwhile)."""
+        backoff = 0.5
+        while True:
+            try:
+                return await batcher(item)
+            except (peewee.OperationalError, peewee.InterfaceError) as error:
+                if self.stopping.is_set():
+                    raise Stopping from error
+                self._warn_database(error, backoff)
+                try:
+                    await asyncio.wait_for(self.stopping.wait(), backoff)
+                except asyncio.TimeoutError:
+                    pass
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+    def _warn_database(self, error: Exception, backoff: float) -> None:
+        """Say once a second at most that the database failed (every waiting delivery retries)."""
+        now = time.monotonic()
+        if now - self._warned_at >= DATABASE_WARNING_EVERY_SECONDS:
+            self._warned_at = now
+            first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+            log.warning("database unavailable or conflicting (%s); retrying in %.1fs", first_line, backoff)

@@ -1,0 +1,117 @@
+"""The engine's housekeeping, once a second: paces, long lanes, windows on show, the ceiling's share.
+
+- each lane's pace (messages settled per second, smoothed) is measured, and lanes that
+  hold more than they will send in ``spill.HOLD_SECONDS`` move the rest to the database;
+- windows that changed are written for the API, the console and /metrics;
+- ``ENDPOINT_MAX_IN_FLIGHT`` is the ceiling for an endpoint across all workers: each
+  worker takes an equal share, re-reading how many consume the primary queue;
+- lanes idle for ``FORGET_AFTER_SECONDS`` are dropped (their window starts afresh).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import socket
+
+from webhooks import endpoint_windows
+from webhooks.delivery.runtime import Runtime
+from webhooks.delivery.spill import Spiller
+
+log = logging.getLogger(__name__)
+
+#: Seconds between housekeeping rounds.
+TICK_SECONDS = 1.0
+
+#: Windows are written at most this often (seconds).
+SAVE_EVERY_SECONDS = 2.0
+
+#: How often the number of workers is re-read to share the ceiling (seconds).
+SHARE_EVERY_SECONDS = 15.0
+
+#: A lane with nothing to do for this long is dropped (seconds).
+FORGET_AFTER_SECONDS = 300.0
+
+#: Weight of the latest second in a lane's smoothed pace.
+PACE_WEIGHT = 0.3
+
+
+def worker_name() -> str:
+    """``host:pid``: which worker a window belongs to."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Upkeep:
+    def __init__(self, runtime: Runtime, spiller: Spiller, max_in_flight: int) -> None:
+        self.rt = runtime
+        self.spiller = spiller
+        self.max_in_flight = max_in_flight
+        self.worker = worker_name()
+        self._saved: dict[str, tuple[int, int, int]] = {}
+        self._last_save = 0.0
+        self._last_full = -math.inf
+        self._last_share = -math.inf
+
+    async def run(self) -> None:
+        """Until the engine stops."""
+        while True:
+            try:
+                await asyncio.wait_for(self.rt.stopping.wait(), TICK_SECONDS)
+                return
+            except asyncio.TimeoutError:
+                pass
+            try:
+                await self.tick()
+            except Exception:  # noqa: BLE001 - housekeeping must not stop the engine
+                log.warning("worker housekeeping failed", exc_info=True)
+
+    async def tick(self) -> None:
+        now = self.rt.loop.time()
+        for lane in self.rt.lanes:
+            lane.pace = (1 - PACE_WEIGHT) * lane.pace + PACE_WEIGHT * lane.finished / TICK_SECONDS
+            lane.finished = 0
+        self.spiller.spill_long_lanes()
+        self.rt.lanes.forget_idle(now, FORGET_AFTER_SECONDS)
+        if now - self._last_share >= SHARE_EVERY_SECONDS and self.rt.session is not None:
+            self._last_share = now
+            await self.share_ceiling()
+        if now - self._last_save >= SAVE_EVERY_SECONDS:
+            self._last_save = now
+            await self.save_windows()
+
+    async def share_ceiling(self) -> None:
+        """This worker's share of ``ENDPOINT_MAX_IN_FLIGHT`` (each endpoint's ceiling across workers)."""
+        session = self.rt.session
+        if session is None:
+            return
+        try:
+            workers = max(1, await session.consumers(self.rt.settings.topology.primary))
+        except Exception:  # noqa: BLE001 - keep the current share until the broker answers
+            return
+        share = max(1, math.ceil(self.max_in_flight / workers))
+        if share != self.rt.lanes.ceiling:
+            log.info("%d workers consume: each endpoint gets up to %d calls in flight from this one", workers, share)
+            self.rt.lanes.set_ceiling(share)
+
+    async def save_windows(self) -> None:
+        """Write the windows that changed; all of them every half ``FRESH_SECONDS``, so they stay live."""
+        now = self.rt.loop.time()
+        current = {lane.endpoint_id: (lane.window.size, lane.window.ceiling, lane.window.in_flight) for lane in self.rt.lanes}
+        full = now - self._last_full >= endpoint_windows.FRESH_SECONDS / 2
+        rows = [(endpoint_id, *state) for endpoint_id, state in current.items()
+                if full or self._saved.get(endpoint_id) != state]
+        forgotten = [endpoint_id for endpoint_id in self._saved if endpoint_id not in current]
+        if rows or forgotten:
+            await self.rt.in_db(endpoint_windows.save, self.worker, rows, forgotten)
+        if full:
+            self._last_full = now
+        self._saved = current
+
+    async def forget(self) -> None:
+        """The engine stops: its windows no longer count."""
+        try:
+            await self.rt.in_db(endpoint_windows.forget_worker, self.worker)
+        except Exception:  # noqa: BLE001 - they expire by themselves
+            log.debug("could not remove this worker's windows", exc_info=True)

@@ -1,0 +1,199 @@
+"""Recording attempts: the attempt row, the delivery's new state and the endpoint's presence.
+
+The engine acks a message only after its attempt is recorded here, durably. Records
+come in batches (group commit): one UPDATE moves every delivery of the batch past its
+attempt (guarded: only if that attempt is still the next one), one multi-row INSERT
+logs the attempts, and only the endpoints whose presence changes are locked and
+written, so deliveries to one healthy endpoint do not queue on its row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+import peewee
+
+from webhooks import presence, sqltext
+from webhooks.db import database, is_postgres, retrying, write
+from webhooks.event_types import OPERATIONAL_EVENT_TYPES
+from webhooks.messages import DeliveryMessage
+from webhooks.models import Attempt, Delivery, Endpoint
+from webhooks.timeutil import utcnow
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What to write for one finished attempt."""
+
+    attempt_id: str
+    status: str
+    next_attempt_at: datetime | None
+    #: Attempt-row columns: started_at, duration_ms, url, request_headers, response_*, error*.
+    attempt_fields: dict[str, Any]
+    last_status_code: int | None
+    last_error: str | None
+    #: Resends and recovers made so far, this attempt included if it is one.
+    manual_attempts: int = 0
+    #: The message of the next attempt was confirmed by the broker (the outbox mark).
+    enqueued: bool = False
+    #: False for a 429: the endpoint is up, only busy (it does not count towards offline).
+    counts_as_failure: bool = True
+    #: Set when the endpoint must be disabled (410 Gone, ``webhook-delivery: disable``).
+    disable_reason: str | None = None
+    #: The ladder ran out: raise a ``delivery.exhausted`` alert.
+    exhausted: bool = False
+
+
+def record(message: DeliveryMessage, outcome: Outcome, offline_after: int) -> bool:
+    """Write one attempt; False if another worker recorded this attempt already."""
+    return record_many([(message, outcome)], offline_after)[0]
+
+
+def record_many(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_after: int) -> list[bool]:
+    """Write attempts, their deliveries' new state and endpoint presence in one durable commit.
+
+    For each item, True if it is recorded (now, or by this very outcome in a commit
+    whose acknowledgement was lost), False if another worker recorded that attempt.
+    A batch that breaks a constraint is written again one item at a time, so one bad
+    item does not hold up the others.
+    """
+    try:
+        return _record_batch(items, offline_after)
+    except peewee.IntegrityError:
+        if len(items) == 1:
+            return [_recorded(items[0][1])]
+    results: list[bool] = []
+    for item in items:
+        try:
+            results.extend(_record_batch([item], offline_after))
+        except peewee.IntegrityError:
+            results.append(_recorded(item[1]))
+    return results
+
+
+@retrying
+def _record_batch(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_after: int) -> list[bool]:
+    now = utcnow()
+    with write():
+        touched = _lock_touched_endpoints(items, now)
+        advanced = _advance_deliveries(items, now)
+        results: list[bool] = []
+        fresh: list[tuple[DeliveryMessage, Outcome]] = []
+        for message, outcome in items:
+            if message.delivery_id in advanced and advanced[message.delivery_id] is outcome:
+                fresh.append((message, outcome))
+                results.append(True)
+            else:
+                # Another worker's record, or ours from a commit whose acknowledgement was lost.
+                results.append(_recorded(outcome))
+        if fresh:
+            sqltext.insert_rows(Attempt, [_attempt_row(message, outcome) for message, outcome in fresh])
+        for message, outcome in fresh:
+            if message.endpoint_id in touched:
+                _update_presence(message, outcome, offline_after, now)
+    return results
+
+
+def _recorded(outcome: Outcome) -> bool:
+    return Attempt.select().where(Attempt.id == outcome.attempt_id).exists()
+
+
+def _lock_touched_endpoints(items: Sequence[tuple[DeliveryMessage, Outcome]], now: datetime) -> set[str]:
+    """Lock (in id order, as claims do: no deadlock) the endpoints these outcomes change."""
+    endpoints = {
+        endpoint.id: endpoint for endpoint in sqltext.models_in(Endpoint, "id", sorted({m.endpoint_id for m, _ in items}))
+    }
+    touched = sorted(
+        {
+            message.endpoint_id
+            for message, outcome in items
+            if message.endpoint_id in endpoints
+            and (outcome.disable_reason or presence.needs_update(endpoints[message.endpoint_id], outcome.status == "delivered", now))
+        }
+    )
+    sqltext.models_in(Endpoint, "id", touched, lock=True)
+    return set(touched)
+
+
+#: Columns of the batch UPDATE, with their PostgreSQL types (a column of NULLs must not be text).
+_ADVANCE = (
+    ("id", "text"), ("attempts", "int"), ("status", "text"), ("next_attempt_at", "timestamp"),
+    ("last_status_code", "int"), ("last_error", "text"), ("enqueued_at", "timestamp"),
+    ("delivered_at", "timestamp"), ("manual_attempts", "int"),
+)
+
+_ADVANCE_SQL = (
+    "{values} UPDATE {delivery} SET attempts = v.attempts, status = v.status, "
+    "next_attempt_at = v.next_attempt_at, last_status_code = v.last_status_code, last_error = v.last_error, "
+    "enqueued_at = v.enqueued_at, delivered_at = COALESCE(v.delivered_at, {delivery}.delivered_at), "
+    "manual_attempts = v.manual_attempts, lease_until = NULL, spilled_at = NULL, updated_at = {p} "
+    "FROM v WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts - 1 "
+    "RETURNING {delivery}.id"
+)
+
+
+def _advance_deliveries(items: Sequence[tuple[DeliveryMessage, Outcome]], now: datetime) -> dict[str, Outcome]:
+    """Move each delivery past its attempt if that attempt is still the next one; which moved.
+
+    A delivery twice in one batch (two copies of one attempt) moves with its first outcome.
+    """
+    first: dict[str, tuple[DeliveryMessage, Outcome]] = {}
+    for message, outcome in items:
+        first.setdefault(message.delivery_id, (message, outcome))
+    param = database.obj.param
+    names = tuple(name for name, _ in _ADVANCE)
+    casts = tuple(cast for _, cast in _ADVANCE) if is_postgres() else None
+    sql = _ADVANCE_SQL.format(
+        values=sqltext.values_cte("v", names, casts, len(first), param), delivery=sqltext.table(Delivery), p=param
+    )
+    stamp = Delivery.updated_at.db_value
+    params: list[Any] = []
+    for message, outcome in first.values():
+        params += [
+            message.delivery_id, message.attempt, outcome.status, stamp(outcome.next_attempt_at),
+            outcome.last_status_code, outcome.last_error, stamp(now) if outcome.enqueued else None,
+            stamp(now) if outcome.status == "delivered" else None, outcome.manual_attempts,
+        ]
+    params.append(stamp(now))
+    moved = {delivery_id for delivery_id, in database.execute_sql(sql, params).fetchall()}
+    return {delivery_id: first[delivery_id][1] for delivery_id in moved}
+
+
+def _attempt_row(message: DeliveryMessage, outcome: Outcome) -> dict[str, Any]:
+    return {
+        "id": outcome.attempt_id,
+        "delivery": message.delivery_id,
+        "tenant": message.tenant_id,
+        "event": message.event_id,
+        "endpoint": message.endpoint_id,
+        "attempt_no": message.attempt,
+        "trigger": message.trigger,
+        "outcome": outcome.status,
+        "next_attempt_at": outcome.next_attempt_at,
+        **outcome.attempt_fields,
+    }
+
+
+def _update_presence(message: DeliveryMessage, outcome: Outcome, offline_after: int, now: datetime) -> None:
+    """Apply one outcome to its (locked) endpoint, read afresh: an earlier item may have changed it."""
+    endpoint = Endpoint.get_or_none(Endpoint.id == message.endpoint_id)
+    if endpoint is None:
+        return
+    if outcome.status == "delivered" and presence.needs_update(endpoint, True, now):
+        presence.record_success(endpoint, now)
+    if outcome.disable_reason:
+        presence.disable(Endpoint.get_by_id(endpoint.id), outcome.disable_reason, now)
+    elif outcome.status != "delivered":
+        summary = outcome.last_error or "failed"
+        presence.record_failure(endpoint, message.delivery_id, summary, outcome.counts_as_failure, offline_after, now)
+    if outcome.exhausted and message.event_type not in OPERATIONAL_EVENT_TYPES:
+        # Never about an operational event: alerts do not raise alerts.
+        presence.raise_alert(
+            endpoint, "delivery.exhausted", outcome.last_error or "failed", now,
+            delivery_id=message.delivery_id, event_id=message.event_id,
+            event_type=message.event_type, attempts=message.attempt, last_error=outcome.last_error,
+        )
+
+

@@ -1,0 +1,12 @@
+"""Delivery statuses and the groups of them that rules act on (decision 11)."""
+
+from __future__ import annotations
+
+#: Statuses a ladder attempt may act on: the ladder is running.
+LADDER_STATUSES = ("pending", "retrying")
+
+#: Statuses a person's resend or recover may act on (not cancelled).
+MANUAL_STATUSES = ("pending", "retrying", "failed", "delivered", "parked")
+
+#: Statuses that still wait for an attempt (deleting the endpoint cancels them).
+UNFINISHED_STATUSES = ("pending", "retrying", "parked")

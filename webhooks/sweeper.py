@@ -1,0 +1,66 @@
+"""Nothing stuck: a delivery whose message was lost is found and published again.
+
+A message can leave the broker without its attempt being made: dead-lettered after
+``x-delivery-limit`` returns (a worker kept crashing, or lost its connection with the
+message unacked 20 times), or a queue purged by an operator. Its delivery stays
+``pending`` or ``retrying`` with its message long confirmed, and nothing else would
+ever move it. The clock looks for deliveries overdue by ``STUCK_AFTER_SECONDS`` that no
+worker holds (no live lease, no backlog mark: a worker keeps its waiting messages in
+memory for at most ``spill.HOLD_SECONDS`` and moves the rest to the database), and
+publishes them again; their due time moves to now, so they are not picked again
+before another ``STUCK_AFTER_SECONDS``. It does so only while the primary queue holds
+almost nothing ready: with a backlog in the queue, a late delivery is simply waiting
+its turn there. A copy too many is harmless (the claim drops it).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pika
+
+from webhooks import backlog
+from webhooks.brokers import broker_parameters
+from webhooks.outbox import message_for, publish_messages
+from webhooks.publisher import Publisher
+from webhooks.timeutil import utcnow
+from webhooks.topology import Topology
+
+log = logging.getLogger(__name__)
+
+#: A delivery this far past its due time, held by no worker, has lost its message (seconds).
+STUCK_AFTER_SECONDS = 600.0
+
+#: Sweep only while fewer messages than this wait ready in the primary queue.
+QUIET_QUEUE_BELOW = 100
+
+
+def primary_ready(amqp_url: str, topology: Topology) -> int | None:
+    """Messages ready in the primary queue (None: the broker did not answer)."""
+    try:
+        connection = pika.BlockingConnection(broker_parameters(amqp_url, 2.0))
+    except pika.exceptions.AMQPError:
+        return None
+    try:
+        return connection.channel().queue_declare(topology.primary, passive=True).method.message_count
+    except pika.exceptions.AMQPError:
+        return None
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def sweep(publisher: Publisher, topology: Topology, amqp_url: str, older_than: float = STUCK_AFTER_SECONDS) -> int:
+    """Publish again the deliveries whose message was lost; how many."""
+    ready = primary_ready(amqp_url, topology)
+    if ready is None or ready >= QUIET_QUEUE_BELOW:
+        return 0
+    rows = backlog.stuck(older_than)
+    if not rows:
+        return 0
+    messages = [message_for(delivery, event) for delivery, event in rows]
+    confirmed = publish_messages(publisher, topology, messages)
+    backlog.mark_republished([m.delivery_id for m in messages[:confirmed]], utcnow())
+    log.warning("published again %d deliveries whose message was lost (overdue by more than %.0f s)",
+                confirmed, older_than)
+    return confirmed
