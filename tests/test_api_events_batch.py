@@ -135,7 +135,7 @@ def test_500_events_are_one_batch(make_app: Callable[..., Flask], headers: dict[
     client.application.extensions["webhooks.enqueuer"].wait_idle()  # not into the next test's queue
 
 
-@pytest.mark.parametrize("body", [{"event_type": "a", "payload": {}}, "text", None, [1, 2]])
+@pytest.mark.parametrize("body", [{"event_type": "a", "payload": {}}, "text", [1, 2]])
 def test_a_body_that_is_not_a_list_of_objects_is_422(client: FlaskClient, headers: dict[str, str], body: Any) -> None:
     response = post_batch(client, headers, body)
 

@@ -98,11 +98,13 @@ def test_new_events_have_the_same_answer_shape_through_either_path(
     [
         ("/v1/events", {"event_type": "a", "payload": {}}, {"Authorization": "Bearer key_nope.x"}, 401),
         ("/v1/events", {"event_type": "a b", "payload": {}}, {}, 422),
-        ("/v1/events", {"event_type": "a", "payload": {}, "idempotency_key": "x"}, {"Idempotency-Key": "y"}, 422),
+        ("/v1/events", {"event_type": "a", "payload": {}, "idempotency_key": "x"}, {"Idempotency-Key": "y"}, 409),
         ("/v1/events", {"event_type": "endpoint.offline", "payload": {}}, {}, 422),
         ("/v1/events/batch", [], {}, 422),
         ("/v1/events/batch", [{"event_type": "a", "payload": {}}], {"Idempotency-Key": "y"}, 422),
         ("/v1/events", "[1, NaN]", {"Content-Type": "application/json"}, 400),
+        ("/v1/events", "event_type=a&payload=x", {"Content-Type": "application/x-www-form-urlencoded"}, 415),
+        ("/v1/events/batch", '[{"event_type": "a", "payload": {}}]', {"Content-Type": "text/plain"}, 415),
     ],
 )
 def test_everything_but_an_accepted_event_is_left_to_the_views(

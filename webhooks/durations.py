@@ -33,6 +33,28 @@ def parse_seconds(text: str) -> float:
     return parse_ms(text) / 1000
 
 
+def _at_most(limit: int) -> str:
+    """A regex matching the decimal numbers 0..``limit`` written without leading zeros."""
+    digits = str(limit)
+    options = ["0"] if limit > 0 else []
+    if len(digits) > 1:
+        options.append(r"[1-9]\d{0,%d}" % (len(digits) - 2) if len(digits) > 2 else "[1-9]")
+    for i, digit in enumerate(digits):
+        low = 1 if i == 0 else 0
+        if int(digit) > low:
+            options.append(f"{digits[:i]}[{low}-{int(digit) - 1}]" + (r"\d{%d}" % (len(digits) - i - 1) if i < len(digits) - 1 else ""))
+    options.append(digits)
+    return "(?:" + "|".join(dict.fromkeys(options)) + ")"
+
+
+def pattern_up_to(limit: str) -> str:
+    """A regex (Python and ECMA alike) of the durations ``parse_ms`` reads that are at most ``limit``,
+    written plainly (no spaces, no leading zeros): what the API documents and enforces for such a field."""
+    limit_ms = parse_ms(limit)
+    options = [_at_most(limit_ms // size) + (unit if unit != "s" else "s?") for unit, size in UNITS_MS]
+    return "^(?:" + "|".join(options) + ")$(?!\\n)"
+
+
 def name_ms(ms: int) -> str:
     """Return the canonical name of ``ms`` milliseconds (``90000`` is ``90s``, ``60000`` is ``1m``)."""
     if ms <= 0:

@@ -240,6 +240,26 @@ def resolve(host: str, port: int, resolver: Resolver | None = None) -> list[str]
     return addresses
 
 
+_HEX = "[0-9A-Fa-f]{1,4}"
+#: An IPv6 literal in brackets, hexadecimal groups only (the eight RFC 4291 forms with and without "::").
+_IPV6_LITERAL = r"\[(?:" + "|".join(
+    [f"(?:{_HEX}:){{7}}{_HEX}", f"(?:{_HEX}:){{1,7}}:"]
+    + [f"(?:{_HEX}:){{1,{6 - i}}}(?::{_HEX}){{1,{i + 1}}}" for i in range(6)]
+    + [f":(?:(?::{_HEX}){{1,7}}|:)"]
+) + r")\]"
+#: A port 1..65535 without leading zeros.
+_PORT = r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"
+#: The webhook URLs the API accepts, as a regex that reads the same in Python and in ECMA (OpenAPI):
+#: http(s), a host name (letters, digits, "-", "_", dots) or an IPv6 literal, an optional port, then
+#: printable ASCII. Every string it matches passes ``split_url`` (tests/test_netguard.py checks that
+#: with generated strings), so the documented pattern is exactly what the server enforces.
+#: ``$(?!\n)``: Python's ``$`` also matches before a final newline.
+URL_PATTERN = (
+    rf"^[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|{_IPV6_LITERAL}){_PORT}"
+    r"(?:[/?#][\x21-\x7e]*)?$(?!\n)"
+)
+
+
 def split_url(url: str) -> tuple[str, str, int]:
     """``(scheme, host, port)`` of a webhook URL, parsed the way httpx will send it.
 

@@ -11,8 +11,9 @@ from typing import Any, Callable
 
 from marshmallow import Schema, ValidationError, fields, validate
 
-from webhooks.durations import parse_seconds
-from webhooks.ids import PREFIXES, has_prefix
+from webhooks.durations import parse_seconds, pattern_up_to
+from webhooks.ids import ALPHABET
+from webhooks.netguard import URL_PATTERN, split_url
 from webhooks.event_types import EVENT_TYPE_PATTERN, OPERATIONAL_EVENT_TYPES
 from webhooks.presence import health_of
 from webhooks.signing import SCHEMES, is_valid_secret, public_key, scheme_of, shared_secret
@@ -58,18 +59,57 @@ def storable_text(value: str) -> None:
         raise ValidationError("must be valid Unicode (no unpaired surrogates)") from None
 
 
+#: ``storable_text``'s NUL rule as a pattern, so the OpenAPI document states it too (it never fails after that
+#: check). Unpaired surrogates stay unstated: validators of OpenAPI patterns (Rust's regex) cannot name them.
+STORABLE_PATTERN = validate.Regexp(r"^[^\x00]*$", error="must not contain NUL characters")
+
+#: Text kept in a text column: the check with the clear message, then the documented pattern.
+STORABLE: list[Callable[[str], Any]] = [storable_text, STORABLE_PATTERN]
+
 #: An idempotency key, in the body or the ``Idempotency-Key`` header.
-IDEMPOTENCY_KEY: list[Callable[[str], Any]] = [validate.Length(1, 255), storable_text]
+IDEMPOTENCY_KEY: list[Callable[[str], Any]] = [validate.Length(1, 255), *STORABLE]
 
 
-def _an_id(value: str) -> None:
-    if not any(has_prefix(value, prefix) for prefix in PREFIXES):
-        raise ValidationError("must be the next_cursor of a previous page")
+class StrictBoolean(fields.Boolean):
+    """JSON ``true`` or ``false`` only (marshmallow's Boolean also takes 0, 1, "yes", "on" …)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
+def _splits(value: str) -> None:
+    """Belt and braces behind ``URL_PATTERN``: the URL parses as the sender will parse it."""
+    try:
+        split_url(value)
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
+
+
+_B64 = "[A-Za-z0-9+/]"
+#: ``whsec_`` + base64 (padded) of 24 to 64 bytes: 8 to 21 full quads, a padded tail only where the
+#: byte count stays within 64 (21 quads + ``xx==`` is 64 bytes, + ``xxx=`` would be 65).
+SECRET_PATTERN = (
+    f"^whsec_(?:(?:{_B64}{{4}}){{8,20}}(?:{_B64}{{2}}==|{_B64}{{3}}=)?|(?:{_B64}{{4}}){{21}}(?:{_B64}{{2}}==)?)"
+    "$(?!\\n)"
+)
 
 
 def _valid_secret(value: str) -> None:
     if not is_valid_secret(value):
         raise ValidationError("must be 'whsec_' followed by the base64 of 24 to 64 bytes")
+
+
+def cursor_field(prefix: str) -> fields.String:
+    """The ``cursor`` of a list whose rows have ``prefix`` ids: the ``next_cursor`` of its previous page."""
+    return fields.String(
+        validate=validate.Regexp(
+            f"^{prefix}_[{ALPHABET}]{{26}}$(?!\\n)", error="must be the next_cursor of a previous page of this list"
+        ),
+        metadata={"description": "Opaque: the `next_cursor` of the previous page, passed back unchanged "
+                                 "(absent for the first page). Anything else is a 422."},
+    )
 
 
 class UtcDateTime(fields.DateTime):
@@ -89,23 +129,32 @@ class UtcDateTime(fields.DateTime):
 
 
 class EndpointCreateSchema(Schema):
-    url = fields.Url(
-        required=True, schemes={"http", "https"}, require_tld=False, validate=validate.Length(max=MAX_URL_LENGTH)
+    url = fields.String(
+        required=True,
+        validate=[
+            validate.Length(1, MAX_URL_LENGTH),
+            validate.Regexp(URL_PATTERN, error="must be an http:// or https:// URL with a host name or IP address"),
+            _splits,
+        ],
+        metadata={"description": "Where events are POSTed: `http://` or `https://`, a host name or IP address, "
+                                 "an optional port and path (printable ASCII; percent-encode the rest)."},
     )
     event_types = fields.List(
         fields.String(validate=EVENT_TYPE),
         validate=[validate.Length(max=MAX_EVENT_TYPES), _unique],
-        metadata={"description": "Event types to receive; empty or absent means every non-operational type."},
+        metadata={"description": "Event types to receive; empty or absent means every non-operational type.",
+                  "uniqueItems": True},
     )
-    description = fields.String(validate=[validate.Length(max=1000), storable_text])
+    description = fields.String(validate=[validate.Length(max=1000), *STORABLE])
     rate_limit = fields.Integer(
         strict=True,
         allow_none=True,
         validate=validate.Range(1, 10_000),
         metadata={"description": "Calls per second at most; null for no limit."},
     )
+    # Keys are any strings (OpenAPI 3.0 cannot state a bound on keys; the body size bounds them).
     metadata = fields.Dict(
-        keys=fields.String(validate=validate.Length(1, 128)),
+        keys=fields.String(),
         values=fields.String(validate=validate.Length(max=1000)),
         validate=validate.Length(max=MAX_METADATA_KEYS),
     )
@@ -132,7 +181,7 @@ class EndpointUpdateSchema(EndpointCreateSchema):
     class Meta:
         exclude = ("signature_scheme",)
 
-    disabled = fields.Boolean()
+    disabled = StrictBoolean()
     status = fields.String(
         validate=validate.OneOf(["enabled", "disabled"], error="unknown status {input!r}: use 'enabled' or 'disabled'"),
         metadata={"description": "`disabled` stops calls; `enabled` resumes them and releases what was parked."},
@@ -141,8 +190,10 @@ class EndpointUpdateSchema(EndpointCreateSchema):
 
 class SecretRotateSchema(Schema):
     secret = fields.String(
-        validate=_valid_secret,
-        metadata={"description": "The new `whsec_` secret (v1 only); generated when absent."},
+        validate=[validate.Regexp(SECRET_PATTERN, error="must be 'whsec_' followed by the base64 of 24 to 64 bytes"),
+                  _valid_secret],
+        metadata={"description": "The new secret (v1 only): `whsec_` + base64 of 24 to 64 random bytes; "
+                                 "generated when absent."},
     )
     scheme = fields.String(
         validate=SCHEME,
@@ -181,7 +232,7 @@ def _overlap(value: str) -> None:
 
 class ApiKeyCreateSchema(Schema):
     name = fields.String(
-        required=True, validate=[validate.Length(1, 100), storable_text],
+        required=True, validate=[validate.Length(1, 100), *STORABLE],
         metadata={"description": "What the key is for, e.g. `billing-service` (shown in listings)."},
     )
 
@@ -189,7 +240,9 @@ class ApiKeyCreateSchema(Schema):
 class ApiKeyRotateSchema(Schema):
     overlap = fields.String(
         load_default="24h",
-        validate=_overlap,
+        validate=[validate.Regexp(pattern_up_to(MAX_KEY_OVERLAP),
+                                  error=f"must be a duration such as 24h, 90m or 0s, at most {MAX_KEY_OVERLAP}"),
+                  _overlap],
         metadata={"description": f"How long the old key keeps working, e.g. `24h` (at most {MAX_KEY_OVERLAP}); "
                                  "`0s` revokes it at once."},
     )
@@ -199,9 +252,13 @@ class IdempotencyHeaderSchema(Schema):
     idempotency_key = fields.String(data_key="Idempotency-Key", validate=IDEMPOTENCY_KEY)
 
 
-class CursorArgsSchema(Schema):
-    cursor = fields.String(validate=_an_id, metadata={"description": "`next_cursor` of the previous page."})
+class EndpointListArgsSchema(Schema):
+    cursor = cursor_field("ep")
     limit = fields.Integer(load_default=DEFAULT_PAGE_SIZE, validate=validate.Range(1, MAX_PAGE_SIZE))
+
+
+class AttemptListArgsSchema(EndpointListArgsSchema):
+    cursor = cursor_field("att")
 
 
 class EventListArgsSchema(Schema):

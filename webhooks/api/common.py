@@ -31,15 +31,15 @@ def current_tenant() -> Tenant:
     return g.tenant
 
 
-def get_owned(model: type[M], object_id: str, *, include_deleted: bool = False) -> M:
+def get_owned(model: type[M], object_id: str) -> M:
     """This tenant's ``model`` row ``object_id``, or abort 404 (unknown, malformed or not theirs).
 
-    Soft-deleted endpoints are 404 too unless ``include_deleted`` (their history stays readable).
+    Soft-deleted endpoints are 404 too (their attempts stay readable per event and per delivery).
     """
     prefix, noun = OWNED[model]
     if has_prefix(object_id, prefix):
         query = model.select().where((model.id == object_id) & (model.tenant == current_tenant().id))
-        if model is Endpoint and not include_deleted:
+        if model is Endpoint:
             query = query.where(Endpoint.deleted_at.is_null())
         row = query.first()
         if row is not None:

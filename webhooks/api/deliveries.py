@@ -12,7 +12,7 @@ from webhooks.api.common import attempt_page, get_owned, recent_attempts
 from webhooks.api.parsing import Blueprint
 from webhooks.auth import require_tenant
 from webhooks.models import Attempt, Delivery
-from webhooks.schemas import AttemptPageSchema, CursorArgsSchema, DeliveryDetailSchema, DeliverySchema
+from webhooks.schemas import AttemptListArgsSchema, AttemptPageSchema, DeliveryDetailSchema, DeliverySchema
 
 blp = Blueprint("deliveries", __name__, url_prefix="/v1/deliveries", description="Deliveries and resends")
 blp.before_request(require_tenant)
@@ -30,7 +30,7 @@ class DeliveryItem(MethodView):
 
 @blp.route("/<delivery_id>/attempts")
 class DeliveryAttempts(MethodView):
-    @blp.arguments(CursorArgsSchema, location="query")
+    @blp.arguments(AttemptListArgsSchema, location="query")
     @blp.response(200, AttemptPageSchema)
     def get(self, args: dict[str, Any], delivery_id: str) -> dict[str, Any]:
         """Every attempt of the delivery, newest first."""

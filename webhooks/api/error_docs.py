@@ -1,6 +1,6 @@
-"""OpenAPI: the errors of every /v1 operation that no view decorator declares (401, 404, 400, 413).
+"""OpenAPI: the errors of every /v1 operation that no view decorator declares (401, 404, 400, 413, 415).
 
-They come from ``before_request`` hooks, the strict JSON parser and ``get_owned``, so one apispec plugin adds them.
+They come from ``before_request`` hooks, the strict JSON parser (which also refuses bodies that are not JSON) and ``get_owned``, so one apispec plugin adds them.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ UNAUTHORIZED = (401, "UNAUTHORIZED")
 NOT_FOUND = (404, "NOT_FOUND")
 BAD_REQUEST = (400, "BAD_REQUEST")
 TOO_LARGE = (413, "REQUEST_ENTITY_TOO_LARGE")
+NOT_JSON = (415, "UNSUPPORTED_MEDIA_TYPE")
 
 #: Only the tenant API is behind ``require_tenant``; /healthz and the console are not.
 TENANT_API_PREFIX = "/v1/"
@@ -27,7 +28,7 @@ def error_responses(path: str, operation: dict[str, Any]) -> list[tuple[int, str
     if "{" in path:
         errors.append(NOT_FOUND)
     if "requestBody" in operation:
-        errors += [BAD_REQUEST, TOO_LARGE]
+        errors += [BAD_REQUEST, TOO_LARGE, NOT_JSON]
     return errors
 
 

@@ -18,7 +18,7 @@ from webhooks.timeutil import isoformat
 from webhooks.schemas import (
     AttemptPageSchema,
     EventBatchSchema,
-    CursorArgsSchema,
+    AttemptListArgsSchema,
     EventCreateSchema,
     EventDetailSchema,
     EventListArgsSchema,
@@ -81,9 +81,14 @@ def batch_body(accepted: list[ingest.Accepted]) -> dict[str, Any]:
 
 
 def _idempotency_key(header: str | None, field: str | None) -> str | None:
-    """The request's key, from the header or the body; abort 422 when both are given and differ."""
+    """The request's key, from the header or the body; abort 409 when both are given and differ.
+
+    409, not 422: each is valid on its own (the document cannot say "equal if both"); together they
+    are two conflicting requests, like one key reused with another body.
+    """
     if header is not None and field is not None and header != field:
-        abort(422, errors={"json": {"idempotency_key": ["differs from the Idempotency-Key header"]}})
+        abort(409, message=f"the Idempotency-Key header and the body's idempotency_key differ: send the key once "
+                           "(or the same in both)")
     return header if header is not None else field
 
 
@@ -97,8 +102,9 @@ class Events(MethodView):
     def post(self, headers: dict[str, Any], data: dict[str, Any]) -> tuple[Event, int, dict[str, str]]:
         """Accept an event for delivery to every subscribed endpoint.
 
-        The same idempotency key again (within 24 h) answers with the first event and
-        creates nothing; with a different body it is a 409.
+        The idempotency key goes in the `Idempotency-Key` header or the body's `idempotency_key`
+        (both: they must be equal, else 409). The same key again (within 24 h) answers with the
+        first event and creates nothing; with a different body it is a 409.
         """
         key = _idempotency_key(headers.get("idempotency_key"), data.get("idempotency_key"))
         try:
@@ -158,7 +164,7 @@ class EventBatch(MethodView):
         return jsonify(batch_body(accepted)), 202
 
 
-@blp.route("/<event_id>", endpoint="Event")
+@blp.route("/<event_id:event_id>", endpoint="Event")
 class EventItem(MethodView):
     @blp.response(200, EventDetailSchema)
     def get(self, event_id: str) -> Event:
@@ -167,9 +173,9 @@ class EventItem(MethodView):
         return _with_deliveries(event, list(_deliveries_in_order().where(Delivery.event == event.id)))
 
 
-@blp.route("/<event_id>/attempts")
+@blp.route("/<event_id:event_id>/attempts")
 class EventAttempts(MethodView):
-    @blp.arguments(CursorArgsSchema, location="query")
+    @blp.arguments(AttemptListArgsSchema, location="query")
     @blp.response(200, AttemptPageSchema)
     def get(self, args: dict[str, Any], event_id: str) -> dict[str, Any]:
         """Every attempt to deliver the event (all endpoints), newest first."""

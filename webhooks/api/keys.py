@@ -75,7 +75,7 @@ class ApiKeyItem(MethodView):
 
 @blp.route("/<key_id>/rotate")
 class ApiKeyRotate(MethodView):
-    @blp.arguments(ApiKeyRotateSchema)
+    @blp.arguments(ApiKeyRotateSchema, required=False)
     @blp.response(201, ApiKeyRotatedSchema)
     def post(self, data: dict[str, Any], key_id: str) -> ApiKey:
         """Issue a new key with the same name; the old one keeps working for `overlap`, then expires by itself."""

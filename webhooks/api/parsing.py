@@ -14,6 +14,7 @@ they always did.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -227,7 +228,49 @@ class StrictJsonParser(FlaskParser):
         abort(400, exc=error, messages={"json": [f"Invalid JSON body: {detail}"]})
 
 
+#: What a request with a body must say it is (anything else is a 415).
+JSON_CONTENT_TYPE = "application/json"
+
+
+def require_json_body(required: bool) -> None:
+    """Abort 415 unless the request's body, if any, is declared JSON; 400 when a required body is empty.
+
+    webargs reads a body only when its content type is JSON and takes any other as "no body",
+    which turned a form post into ``422 event_type: Missing data for required field``.
+    """
+    request = flask.request
+    has_body = bool(request.content_length) or request.headers.get("Transfer-Encoding") is not None
+    if not is_json_request(request):
+        if has_body or required:
+            given = request.headers.get("Content-Type")
+            flask_smorest.abort(415, message=(
+                f"expected a JSON body sent with 'content-type: {JSON_CONTENT_TYPE}'"
+                + (f", not {given!r}" if given else " (the request has no content type)")
+            ))
+        return
+    if required and not request.get_data(cache=True):
+        flask_smorest.abort(400, message="the request body is empty: a JSON document is required")
+
+
 class Blueprint(flask_smorest.Blueprint):
-    """flask-smorest's Blueprint parsing arguments with ``StrictJsonParser``."""
+    """flask-smorest's Blueprint parsing arguments with ``StrictJsonParser``; JSON bodies only (else 415)."""
 
     ARGUMENTS_PARSER = StrictJsonParser()
+
+    def arguments(self, schema: Any, *, location: str = "json", required: bool = True,
+                  **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        decorate = super().arguments(schema, location=location, required=required, **kwargs)
+        if location != "json":
+            return decorate
+
+        def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
+            parsed = decorate(view)
+
+            @functools.wraps(parsed)  # keeps flask-smorest's ``_apidoc``
+            def checked(*args: Any, **view_kwargs: Any) -> Any:
+                require_json_body(required)
+                return parsed(*args, **view_kwargs)
+
+            return checked
+
+        return decorator
