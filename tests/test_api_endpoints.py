@@ -172,7 +172,7 @@ def guarded_client(make_app: Callable[..., Flask]) -> FlaskClient:
     [
         ("http://127.0.0.1:8080/hook", "loopback"),
         ("http://10.1.2.3/hook", "private"),
-        ("http://169.254.169.254/latest/meta-data", "link-local"),
+        ("http://169.254.169.254/latest/meta-data", "cloud metadata service"),
         ("http://[::ffff:7f00:1]/hook", "IPv4-mapped"),
         ("http://[::1]:8000/hook", "loopback"),
         ("http://localhost/hook", "localhost"),

@@ -9,7 +9,15 @@ from types import SimpleNamespace
 from flask import Flask
 from flask.testing import FlaskClient
 
-from webhooks.models import ApiKey
+import peewee
+import pytest
+from pathlib import Path
+from playhouse.migrations import Runner
+
+from webhooks import db
+from webhooks.cli import MIGRATIONS_DIR
+from webhooks.ids import new_id
+from webhooks.models import ApiKey, Tenant
 
 
 def bearer(api_key: str) -> dict[str, str]:
@@ -41,6 +49,7 @@ def test_rotate_key_revokes_the_old_key_and_issues_a_new_one_stored_only_as_a_ha
     assert result.exit_code == 0, result.output
     rotated = json.loads(result.output)
     assert (rotated["id"], rotated["revoked"]) == (tenant.id, 1)
+    assert rotated["tenant"] == {"id": tenant.id, "name": "acme"}
     assert rotated["api_key"] != tenant.api_key
     old = client.get("/v1/endpoints", headers=bearer(tenant.api_key))
     assert old.status_code == 401 and old.json["message"] == "invalid API key (unknown or revoked)"
@@ -62,3 +71,48 @@ def test_rotate_key_of_an_unknown_tenant_fails_and_changes_nothing(
     assert result.exit_code == 1 and "no tenant ten_nope" in result.output
     assert stored_key_text() == before
     assert client.get("/v1/endpoints", headers=bearer(tenant.api_key)).status_code == 200
+
+
+def test_tenant_create_refuses_a_name_taken_in_any_case_naming_the_existing_tenant(
+    app: Flask, tenant: SimpleNamespace
+) -> None:
+    before = Tenant.select().count()
+
+    results = [app.test_cli_runner().invoke(args=["tenant", "create", name]) for name in ("acme", " ACME ")]
+
+    for result in results:
+        assert result.exit_code == 1
+        assert f"a tenant named 'acme' already exists ({tenant.id}): choose another name" in result.output
+    assert Tenant.select().count() == before
+
+
+def test_the_database_refuses_a_second_tenant_of_the_same_name_whatever_its_case(tenant: SimpleNamespace) -> None:
+    with pytest.raises(peewee.IntegrityError), db.database.atomic():
+        Tenant.create(id=new_id("ten"), name="Acme")
+
+
+def test_migration_0011_renames_existing_duplicates_keeping_the_oldest_name(tmp_path: Path) -> None:
+    database = peewee.SqliteDatabase(str(tmp_path / "old.db"))
+    Runner(database, MIGRATIONS_DIR).up(target="0009_api_key_names")
+    rows = [("ten_a", "acme", "2026-01-01"), ("ten_b", "ACME", "2026-01-02"), ("ten_c", "acme", "2026-01-03"),
+            ("ten_d", "globex", "2026-01-01")]
+    for tenant_id, name, created in rows:
+        database.execute_sql("INSERT INTO tenant (id, name, event_seq, created_at) VALUES (?, ?, 0, ?)",
+                             (tenant_id, name, created))
+
+    Runner(database, MIGRATIONS_DIR).up()
+
+    names = dict(database.execute_sql("SELECT id, name FROM tenant").fetchall())
+    assert names == {"ten_a": "acme", "ten_b": "ACME (ten_b)", "ten_c": "acme (ten_c)", "ten_d": "globex"}
+    with pytest.raises(peewee.IntegrityError):
+        database.execute_sql("INSERT INTO tenant (id, name, event_seq, created_at) VALUES ('ten_e', 'Globex', 0, "
+                             "'2026-01-04')")
+
+
+def test_key_commands_name_the_tenant_they_acted_on(app: Flask, tenant: SimpleNamespace) -> None:
+    runner = app.test_cli_runner()
+
+    added = json.loads(runner.invoke(args=["tenant", "add-key", tenant.id, "--name", "ci"]).output)
+    revoked = json.loads(runner.invoke(args=["tenant", "revoke-key", tenant.id, added["id"]]).output)
+
+    assert added["tenant"] == revoked["tenant"] == {"id": tenant.id, "name": "acme"}

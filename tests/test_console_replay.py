@@ -14,7 +14,7 @@ from tests.console_helpers import failed_delivery, log_in, post_form
 from webhooks.console import replay
 from webhooks.console.models import AuditEntry, ReplayJob
 from webhooks.console.queries import DeliveryFilter
-from webhooks.models import Delivery
+from webhooks.models import Delivery, Tenant
 from webhooks.timeutil import utcnow
 
 DEAD = DeliveryFilter(statuses=("failed",))
@@ -146,6 +146,9 @@ def test_flask_dlq_replay_runs_the_job_with_a_progress_bar(app: Flask, client: F
     assert "replay job" in result.output  # the progress bar's label
     summary = json.loads(result.output.strip().splitlines()[-1])
     assert (summary["status"], summary["total"], summary["done"]) == ("done", 3, 3)
+    tenant = Tenant.get(Tenant.name == "acme")
+    assert summary["tenants"] == [{"id": tenant.id, "name": "acme"}]
+    assert f"replaying failed deliveries of tenant acme ({tenant.id})" in result.output
     assert sorted(replayed(settings)) == sorted(row.id for row in rows)
     assert AuditEntry.get(AuditEntry.action == "replay_all").actor.startswith("cli:")
 

@@ -11,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhooks.netguard import (
+    URL_PATTERN,
+    split_url,
     BlockedAddress,
     TargetPolicy,
     Resolver,
@@ -32,7 +34,7 @@ BLOCKED = {
     "172.16.0.1": "private",
     "172.31.255.255": "private",
     "192.168.1.1": "private",
-    "169.254.169.254": "link-local",  # cloud metadata endpoint
+    "169.254.169.254": "cloud metadata service",  # named before "link-local"
     "169.254.0.1": "link-local",
     "224.0.0.1": "multicast",
     "239.255.255.250": "multicast",
@@ -64,11 +66,11 @@ BLOCKED = {
     # IPv6 forms that embed an IPv4 address: the embedded address is judged
     "::ffff:127.0.0.1": "loopback",
     "::ffff:10.0.0.1": "private",
-    "::ffff:169.254.169.254": "link-local",
+    "::ffff:169.254.169.254": "cloud metadata service",
     "::127.0.0.1": "loopback",  # IPv4-compatible
     "64:ff9b::a00:1": "private",  # NAT64 of 10.0.0.1
     "64:ff9b::7f00:1": "loopback",
-    "64:ff9b:1::a9fe:a9fe": "link-local",  # local-use NAT64 of 169.254.169.254
+    "64:ff9b:1::a9fe:a9fe": "cloud metadata service",  # local-use NAT64 of 169.254.169.254
     "2002:7f00:1::": "loopback",  # 6to4 of 127.0.0.1
     "2002:a00:1::": "private",  # 6to4 of 10.0.0.1
 }
@@ -280,11 +282,60 @@ def test_check_url_reports_an_unresolvable_name_distinctly() -> None:
     assert "no-such-host.test" in str(caught.value)
 
 
-def test_check_url_with_allow_private_skips_resolution() -> None:
-    def never(host: str, port: int) -> list[str]:
-        raise AssertionError("allow_private must not resolve")
+def test_check_url_with_allow_private_accepts_a_name_that_does_not_resolve_yet() -> None:
+    def nowhere(host: str, port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    check_url("http://localhost:8080/hook", TargetPolicy(allow_private=True), never)
+    check_url("http://receiver.local:8080/hook", TargetPolicy(allow_private=True), nowhere)
+
+
+METADATA_ADDRESSES = [
+    "169.254.169.254", "fd00:ec2::254", "100.100.100.200", "169.254.170.2", "169.254.170.23", "fd00:ec2::23",
+    "192.0.0.192", "169.254.0.23", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe",
+]
+
+
+@pytest.mark.parametrize("address", METADATA_ADDRESSES)
+def test_metadata_services_stay_blocked_with_allow_private(address: str) -> None:
+    with pytest.raises(BlockedAddress) as caught:
+        TargetPolicy(allow_private=True).check_ip("h", address)
+
+    assert "cloud metadata service" in caught.value.reason
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/latest/",
+                                 "http://100.100.100.200/latest/meta-data/", "http://metadata.example/"])
+def test_check_url_with_allow_private_refuses_metadata_services_literal_or_resolved(url: str) -> None:
+    with pytest.raises(BlockedAddress, match="cloud metadata service"):
+        check_url(url, TargetPolicy(allow_private=True), lambda host, port: ["169.254.169.254"])
+
+
+def test_allow_private_opens_loopback_and_private_networks_but_nothing_else_changes() -> None:
+    policy = TargetPolicy(allow_private=True)
+    for address in ["127.0.0.1", "::1", "10.1.2.3", "192.168.1.1", "169.254.1.1", "fd12::1", "100.64.0.1"]:
+        policy.check_ip("h", address)
+
+
+@pytest.mark.parametrize("networks", ["169.254.169.254/32", "169.254.169.254"])
+def test_a_metadata_service_opens_only_when_allowed_target_networks_names_it(networks: str) -> None:
+    TargetPolicy.from_strings(True, networks).check_ip("h", "169.254.169.254")
+    TargetPolicy.from_strings(False, networks).check_ip("h", "169.254.169.254")
+    with pytest.raises(BlockedAddress):
+        TargetPolicy.from_strings(True, networks).check_ip("h", "100.100.100.200")
+
+
+@pytest.mark.parametrize("networks", ["169.254.0.0/16", "0.0.0.0/0", "fd00::/8"])
+def test_a_wider_allowed_network_does_not_open_a_metadata_service(networks: str) -> None:
+    for allow_private in (True, False):
+        policy = TargetPolicy.from_strings(allow_private, networks)
+        for address in ("169.254.169.254", "fd00:ec2::254"):
+            with pytest.raises(BlockedAddress, match="cloud metadata service"):
+                policy.check_ip("h", address)
+
+
+@given(st.from_regex(URL_PATTERN))
+def test_every_url_the_documented_pattern_allows_splits_as_the_sender_will_send_it(url: str) -> None:
+    split_url(url)
 
 
 @pytest.mark.parametrize(

@@ -475,8 +475,8 @@ def test_loopback_is_blocked_before_any_connection_is_made() -> None:
         ("[::1]", "::1 is a loopback address"),
         ("[::ffff:127.0.0.1]", "IPv4-mapped form of 127.0.0.1, a loopback address"),
         ("[64:ff9b::a00:1]", "NAT64 form of 10.0.0.1, a private address"),
-        ("[2002:a9fe:a9fe::1]", "6to4 form of 169.254.169.254, a link-local address"),
-        ("169.254.169.254", "169.254.169.254 is a link-local address"),
+        ("[2002:a9fe:a9fe::1]", "6to4 form of 169.254.169.254, a cloud metadata service address"),
+        ("169.254.169.254", "169.254.169.254 is a cloud metadata service address"),
         ("10.0.0.1", "10.0.0.1 is a private address"),
     ],
 )
@@ -525,7 +525,7 @@ def test_the_system_resolver_is_asked_and_its_answers_checked(monkeypatch: pytes
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     result = post("http://metadata.example/latest/meta-data/", policy=STRICT)
     assert result.error_class == "blocked_address"
-    assert result.error == "metadata.example resolves to 169.254.169.254, a link-local address"
+    assert result.error == "metadata.example resolves to 169.254.169.254, a cloud metadata service address"
 
 
 def test_one_internal_answer_among_public_ones_blocks_the_name() -> None:

@@ -16,7 +16,7 @@ from tests.api_helpers import create_endpoint, post_event, row_counts
 from tests.conftest import wait_until
 from tests.receivers import Receiver
 from webhooks.config import Settings
-from webhooks.models import Attempt, Delivery
+from webhooks.models import Attempt, Delivery, Endpoint
 
 
 @pytest.fixture
@@ -95,3 +95,37 @@ def test_a_worker_under_the_production_policy_never_calls_a_loopback_endpoint(
     assert attempt.error_class == "blocked_address"
     # One vocabulary: the attempt says what went wrong in the words of its delivery.
     assert attempt.error == Delivery.get_by_id(delivery).last_error == "blocked_address: 127.0.0.1 is a loopback address"
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/latest/meta-data/",
+                                 "http://100.100.100.200/latest/meta-data/", "http://metadata.example/computeMetadata/"])
+def test_dev_mode_refuses_cloud_metadata_endpoints_with_422(
+    make_app: Callable[..., Flask], headers: dict[str, str], private_dns: dict[str, str], url: str
+) -> None:
+    client = make_app(allow_private_targets=True).test_client()
+    before = row_counts()
+
+    response = client.post("/v1/endpoints", json={"url": url}, headers=headers)
+
+    assert response.status_code == 422
+    assert "cloud metadata service" in response.json["errors"]["json"]["url"][0]
+    assert row_counts() == before
+
+
+def test_a_dev_mode_worker_never_calls_a_metadata_address_registered_before_the_rule(
+    client: Any,
+    make_settings: Callable[..., Settings],
+    tenant: SimpleNamespace,
+    auth: Callable[..., dict[str, str]],
+    start_worker: Callable[[Settings], object],
+) -> None:
+    headers = auth(tenant)
+    endpoint = create_endpoint(client, headers)
+    Endpoint.update(url="http://169.254.169.254/latest/meta-data/").where(Endpoint.id == endpoint["id"]).execute()
+    start_worker(make_settings(allow_private_targets=True))
+
+    delivery = post_event(client, headers).json["deliveries"][0]["id"]
+    attempt = wait_until(lambda: Attempt.get_or_none(Attempt.delivery == delivery))
+
+    assert attempt.error_class == "blocked_address" and attempt.response_status is None
+    assert "169.254.169.254 is a cloud metadata service" in attempt.error

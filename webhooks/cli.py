@@ -1,4 +1,5 @@
-"""``flask`` commands: ``migrate``, ``tenant create`` and the tenant's API keys (add, list, revoke, rotate)."""
+"""``flask`` commands: ``migrate``, ``tenant create`` (names are unique) and the tenant's API keys
+(add, list, revoke, rotate); each names the tenant it acted on."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 
 import click
 from flask import Flask
+from peewee import IntegrityError, fn
 from playhouse.migrations import Runner
 
 from webhooks.auth_keys import KeyNotFound, create_api_key, live_keys, revoke_key, rotate_key
@@ -29,11 +31,31 @@ def migrate(directory: str = MIGRATIONS_DIR) -> list[str]:
         return Runner(database.obj, directory).up()
 
 
+class TenantNameTaken(click.ClickException):
+    """Tenant names are unique, whatever their case (migration 0011's index)."""
+
+    def __init__(self, name: str, existing: Tenant) -> None:
+        super().__init__(f"a tenant named {existing.name!r} already exists ({existing.id}): choose another name")
+        self.existing = existing
+
+
+def tenant_named(name: str) -> Tenant | None:
+    """The tenant called ``name`` (any case), if there is one."""
+    return Tenant.get_or_none(fn.LOWER(Tenant.name) == name.lower())
+
+
 def create_tenant(name: str, contact_email: str | None = None) -> dict[str, str]:
-    """A new tenant and its first API key, as printed by ``flask tenant create``."""
-    with database.connection_context(), write():
-        tenant = Tenant.create(id=new_id("ten"), name=name, contact_email=contact_email)
-        _, api_key = create_api_key(tenant)
+    """A new tenant and its first API key, as printed by ``flask tenant create``; TenantNameTaken if the name is."""
+    with database.connection_context():
+        try:
+            with write():
+                existing = tenant_named(name)
+                if existing is not None:
+                    raise TenantNameTaken(name, existing)
+                tenant = Tenant.create(id=new_id("ten"), name=name, contact_email=contact_email)
+                _, api_key = create_api_key(tenant)
+        except IntegrityError:  # created by someone else between the check and the insert
+            raise TenantNameTaken(name, tenant_named(name) or Tenant(id="?", name=name)) from None
     return {"id": tenant.id, "name": tenant.name, "api_key": api_key}
 
 
@@ -41,6 +63,11 @@ def key_info(row: ApiKey) -> dict[str, str | None]:
     """A key as ``flask tenant keys`` and the API show it (never its secret)."""
     return {"id": row.id, "name": row.name, "created_at": isoformat(row.created_at),
             "last_used_at": isoformat(row.last_used_at), "expires_at": isoformat(row.expires_at)}
+
+
+def tenant_info(tenant: Tenant) -> dict[str, str]:
+    """``{"id", "name"}``: what a command that acts on a tenant prints, so the operator sees which one."""
+    return {"id": tenant.id, "name": tenant.name}
 
 
 def _tenant(tenant_id: str) -> Tenant:
@@ -88,8 +115,9 @@ def init_app(app: Flask) -> None:
         if not name.strip() or len(name.strip()) > 100:
             raise click.BadParameter("must be 1 to 100 characters", param_hint="--name")
         with database.connection_context(), write():
-            row, api_key = create_api_key(_tenant(tenant_id), name.strip())
-        click.echo(json.dumps({"id": row.id, "name": row.name, "api_key": api_key}))
+            tenant = _tenant(tenant_id)
+            row, api_key = create_api_key(tenant, name.strip())
+        click.echo(json.dumps({"id": row.id, "name": row.name, "api_key": api_key, "tenant": tenant_info(tenant)}))
 
     @tenant_group.command("keys")
     @click.argument("tenant_id")
@@ -104,11 +132,12 @@ def init_app(app: Flask) -> None:
     def tenant_revoke_key(tenant_id: str, key_id: str) -> None:
         """Revoke one key at once (web processes stop accepting it within API_KEY_CACHE_SECONDS)."""
         with database.connection_context(), write():
+            tenant = _tenant(tenant_id)
             try:
-                row = revoke_key(_tenant(tenant_id), key_id)
+                row = revoke_key(tenant, key_id)
             except KeyNotFound as error:
                 raise click.ClickException(str(error)) from None
-        click.echo(json.dumps({"id": row.id, "revoked_at": isoformat(row.revoked_at)}))
+        click.echo(json.dumps({"id": row.id, "revoked_at": isoformat(row.revoked_at), "tenant": tenant_info(tenant)}))
 
     @tenant_group.command("rotate-key")
     @click.argument("tenant_id")
@@ -124,7 +153,7 @@ def init_app(app: Flask) -> None:
             except KeyNotFound as error:
                 raise click.ClickException(str(error)) from None
         click.echo(json.dumps({
-            "id": tenant.id, "key_id": rotation.new.id, "name": rotation.new.name, "api_key": rotation.api_key,
+            "id": tenant.id, "tenant": tenant_info(tenant), "key_id": rotation.new.id, "name": rotation.new.name, "api_key": rotation.api_key,
             "revoked": sum(row.revoked_at is not None for row in rotation.old),
             "expiring": [{"id": row.id, "expires_at": isoformat(row.expires_at)}
                          for row in rotation.old if row.revoked_at is None],

@@ -70,6 +70,28 @@ BLOCKED_V6: tuple[tuple[ipaddress.IPv6Network, str], ...] = (
     (_v6("ff00::/8"), "multicast"),
 )
 
+#: Cloud metadata services: they hand out instance credentials, so they stay blocked even with
+#: ``ALLOW_PRIVATE_TARGETS=1``. Only an ``ALLOWED_TARGET_NETWORKS`` entry inside one of these ranges
+#: (i.e. naming the address itself, e.g. ``169.254.169.254/32``) opens it; a wider one such as
+#: ``169.254.0.0/16`` or ``0.0.0.0/0`` does not. Sources:
+#: - 169.254.169.254: AWS EC2 IMDS (docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html),
+#:   Google Cloud (cloud.google.com/compute/docs/metadata/overview), Azure IMDS
+#:   (learn.microsoft.com/azure/virtual-machines/instance-metadata-service), Oracle Cloud
+#:   (docs.oracle.com/iaas/Content/Compute/Tasks/gettingmetadata.htm), DigitalOcean, Hetzner, OpenStack Nova
+#: - fd00:ec2::254: AWS EC2 IMDS over IPv6 (same AWS page)
+#: - 169.254.170.2: AWS ECS task metadata and credentials (docs.aws.amazon.com/AmazonECS/latest/developerguide/task-iam-roles.html)
+#: - 169.254.170.23, fd00:ec2::23: AWS EKS Pod Identity agent (docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html)
+#: - 100.100.100.200: Alibaba Cloud ECS metadata (alibabacloud.com/help/en/ecs/user-guide/view-instance-metadata)
+#: - 192.0.0.192: Oracle Cloud's legacy metadata address (same Oracle page)
+#: - 169.254.0.23: Tencent Cloud CVM metadata, metadata.tencentyun.com (cloud.tencent.com/document/product/213/4934)
+METADATA_SERVICES: tuple[IPNetwork, ...] = tuple(
+    ipaddress.ip_network(cidr)
+    for cidr in ("169.254.169.254/32", "fd00:ec2::254/128", "169.254.170.2/32", "169.254.170.23/32",
+                 "fd00:ec2::23/128", "100.100.100.200/32", "192.0.0.192/32", "169.254.0.23/32")
+)
+#: The reason a metadata address is blocked, as messages show it.
+METADATA_REASON = "cloud metadata service"
+
 #: All globally routable IPv6 unicast lives here (RFC 4291 / IANA); anything else is reserved.
 GLOBAL_UNICAST_V6 = _v6("2000::/3")
 #: IPv4-compatible IPv6 (deprecated, ::a.b.c.d); :: and ::1 are matched before this.
@@ -141,9 +163,29 @@ def _in_allowed(ip: IPAddress, allowed_networks: Sequence[IPNetwork]) -> bool:
     return any(ip.version == net.version and ip in net for net in allowed_networks)
 
 
+def metadata_service(ip: IPAddress, allowed_networks: Sequence[IPNetwork] = ()) -> str | None:
+    """The metadata service ``ip`` is (also in an embedded IPv4 form), unless an allowed network names it."""
+    ip = _strip_scope(ip)
+    if isinstance(ip, ipaddress.IPv6Address) and (embedded := _embedded_ipv4(ip)) is not None:
+        inner, form = embedded
+        reason = metadata_service(inner, allowed_networks)
+        return None if reason is None else f"{form} form of {inner}, {_article(reason)} {reason}"
+    for net in METADATA_SERVICES:
+        if ip.version == net.version and ip in net:
+            named = any(
+                allowed.version == net.version and ip in allowed and allowed.subnet_of(net)  # type: ignore[arg-type]
+                for allowed in allowed_networks
+            )
+            return None if named else METADATA_REASON
+    return None
+
+
 def blocked_reason(ip: IPAddress, allowed_networks: Sequence[IPNetwork] = ()) -> str | None:
     """Why ``ip`` must not be reached (e.g. ``"loopback"``), or None when it is allowed."""
     ip = _strip_scope(ip)
+    metadata = metadata_service(ip, allowed_networks)
+    if metadata is not None:
+        return metadata
     if _in_allowed(ip, allowed_networks):
         return None
     if isinstance(ip, ipaddress.IPv6Address):
@@ -177,8 +219,9 @@ def is_allowed_ip(ip: IPAddress, allowed_networks: Sequence[IPNetwork] = ()) -> 
 class TargetPolicy:
     """Which addresses outbound webhook calls may reach.
 
-    ``allow_private`` switches the guard off entirely (local development, tests).
-    ``allowed_networks`` opens specific ranges (e.g. a partner VPN) while keeping the rest closed.
+    ``allow_private`` opens every address but the cloud metadata services (local development, tests).
+    ``allowed_networks`` opens specific ranges (e.g. a partner VPN) while keeping the rest closed; a
+    metadata service only when an entry names it (``METADATA_SERVICES``).
     """
 
     allow_private: bool = False
@@ -186,10 +229,11 @@ class TargetPolicy:
 
     def check_ip(self, host: str, ip: str | IPAddress) -> None:
         """Raise BlockedAddress if ``host``'s address ``ip`` may not be reached."""
-        if self.allow_private:
-            return
         address = ipaddress.ip_address(ip) if isinstance(ip, str) else ip
-        reason = blocked_reason(address, self.allowed_networks)
+        if self.allow_private:
+            reason = metadata_service(address, self.allowed_networks)
+        else:
+            reason = blocked_reason(address, self.allowed_networks)
         if reason is not None:
             raise BlockedAddress(host, ip if isinstance(ip, str) else str(ip), reason)
 
@@ -254,8 +298,14 @@ _PORT = r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-
 #: printable ASCII. Every string it matches passes ``split_url`` (tests/test_netguard.py checks that
 #: with generated strings), so the documented pattern is exactly what the server enforces.
 #: ``$(?!\n)``: Python's ``$`` also matches before a final newline.
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+#: A host name; four dot-separated numbers only as a valid IPv4 address (httpx refuses ``1.2.3.04``).
+_HOST = (
+    rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+    r"|(?![0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(?![A-Za-z0-9_.-]))[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?"
+)
 URL_PATTERN = (
-    rf"^[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|{_IPV6_LITERAL}){_PORT}"
+    rf"^[Hh][Tt][Tt][Pp][Ss]?://(?:{_HOST}|{_IPV6_LITERAL}){_PORT}"
     r"(?:[/?#][\x21-\x7e]*)?$(?!\n)"
 )
 
@@ -290,9 +340,15 @@ def check_url(url: str, policy: TargetPolicy, resolver: Resolver | None = None) 
 
     Raises ValueError (malformed), UnresolvableHost (no DNS answer) or BlockedAddress (any address
     not allowed). This is advisory against DNS rebinding; the connect-time check is the real guard.
+    With ``allow_private`` a name that does not resolve (yet) is accepted: only metadata services
+    are refused then, and the connect-time check refuses them again.
     """
     _, host, port = split_url(url)
-    if policy.allow_private:
-        return
-    for address in resolve(host, port, resolver):
+    try:
+        addresses = resolve(host, port, resolver)
+    except UnresolvableHost:
+        if policy.allow_private:
+            return
+        raise
+    for address in addresses:
         policy.check_ip(host, address)

@@ -14,7 +14,8 @@ from webhooks.console.auth import StaffError, create_staff
 from webhooks.console.models import ROLES, ReplayJob, StaffUser
 from webhooks.console.queries import DeliveryFilter, FilterError
 from webhooks.db import connection
-from webhooks.models import Delivery
+from webhooks.cli import tenant_info
+from webhooks.models import Delivery, Tenant
 from webhooks.timeutil import isoformat, utcnow
 
 
@@ -110,8 +111,12 @@ def init_app(app: Flask) -> None:
                 job = replay.create_job(filters, audit.cli_actor())
             audit.record(audit.cli_actor(), "replay_resume" if resume else "replay_all", "replay_job", str(job.id),
                          filters=DeliveryFilter.from_json(job.filters).describe(), total=job.total)
+            tenants = [tenant_info(row) for row in
+                       Tenant.select().where(Tenant.id.in_(DeliveryFilter.from_json(job.filters).tenant_ids))]
+            for tenant in tenants:
+                click.echo(f"replaying failed deliveries of tenant {tenant['name']} ({tenant['id']})", err=True)
             job = _run_with_progress(job)
         click.echo(json.dumps({"job": job.id, "status": job.status, "total": job.total, "done": job.done,
-                               "error": job.error}))
+                               "error": job.error, "tenants": tenants}))
         if job.status != "done":
             raise SystemExit(1)
