@@ -174,7 +174,8 @@ def test_backlog_is_forwarded_in_seq_order_a_page_at_a_time_signed_like_the_work
     assert rig.cursor.read_text() == f"{events[-1].seq}\n"
     lines = result.output.splitlines()
     assert lines[0] == f"forwarding events after seq=0 from {rig.api.url} to {rig.receiver.url}/hook"
-    assert lines[1].startswith(f"→ {events[0].id} order.created seq=1 204 ")
+    assert lines[1] == "event types: all but operational ones"
+    assert lines[2].startswith(f"→ {events[0].id} order.created seq=1 204 ")
     assert lines[-1] == "caught up at seq=300: 300 forwarded"
 
 
@@ -311,6 +312,50 @@ def test_one_event_type_is_filtered_by_the_api_several_by_the_listener(rig: Rig,
     assert rig.forwarded_ids() == ids([events[0], events[3]] + [events[0], events[1], events[3], events[4]])
     assert rig.cursor.read_text() == "4\n"
     assert (tmp_path / "ab").read_text() == "6\n"  # past the trailing c.created it skipped
+
+
+def test_by_default_the_service_s_operational_events_are_not_forwarded(rig: Rig) -> None:
+    ordered = rig.add_events("order.created")
+    with rig.app.app_context():
+        offline = ingest.store_event(Tenant.get_by_id(rig.tenant.id), "endpoint.offline", {"n": 1}, None).event
+    shipped = rig.add_events("order.shipped")
+
+    result = rig.run()
+
+    assert result.exit_code == 0, result.output
+    assert "event types: all but operational ones" in result.output
+    assert rig.forwarded_ids() == ids(ordered + shipped)
+    assert rig.cursor.read_text() == f"{offline.seq + 1}\n"
+
+
+def test_event_types_takes_a_comma_separated_list_and_may_name_operational_types(rig: Rig) -> None:
+    events = rig.add_events("a.created", "b.created", "c.created")
+    with rig.app.app_context():
+        offline = ingest.store_event(Tenant.get_by_id(rig.tenant.id), "endpoint.offline", {"n": 1}, None).event
+
+    result = rig.run("--event-types", "a.created, endpoint.offline", "--event-types", "b.created")
+
+    assert result.exit_code == 0, result.output
+    assert rig.forwarded_ids() == ids(events[:2]) + [offline.id]
+
+
+def test_endpoint_option_forwards_what_that_endpoint_subscribes_to(rig: Rig) -> None:
+    headers = {"Authorization": f"Bearer {rig.tenant.api_key}"}
+    endpoint = rig.app.test_client().post(
+        "/v1/endpoints", json={"url": "http://127.0.0.1:9/hook", "event_types": ["b.created", "c.created"]},
+        headers=headers,
+    ).json
+    events = rig.add_events("a.created", "b.created", "c.created", "a.created")
+
+    result = rig.run("--endpoint", endpoint["id"])
+    both = rig.run("--endpoint", endpoint["id"], "--event-types", "a.created")
+    unknown = rig.run("--endpoint", "ep_nope")
+
+    assert result.exit_code == 0, result.output
+    assert f"event types: b.created, c.created (those of {endpoint['id']})" in result.output
+    assert rig.forwarded_ids() == ids(events[1:3])
+    assert both.exit_code == 2 and "give --endpoint or --event-types, not both" in both.output
+    assert unknown.exit_code == 1 and "endpoint not found" in unknown.output
 
 
 def test_wrong_api_key_exits_2_with_a_message(rig: Rig) -> None:

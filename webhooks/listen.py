@@ -22,7 +22,7 @@ import click
 import httpx
 from flask import Flask
 
-from webhooks.event_types import EVENT_TYPE_PATTERN
+from webhooks.event_types import EVENT_TYPE_PATTERN, wants
 from webhooks.outgoing import USER_AGENT, build_request
 from webhooks.schemas import MAX_PAGE_SIZE
 from webhooks.signing import is_valid_secret
@@ -147,6 +147,18 @@ class Feed:
         return Page(body["data"], body["next_cursor"], body["has_more"])
 
 
+def subscriptions(client: httpx.Client, endpoint_id: str) -> list[str]:
+    """The event types endpoint ``endpoint_id`` subscribes to (``GET /v1/endpoints/<id>``; empty: all)."""
+    try:
+        response = client.get(f"/v1/endpoints/{endpoint_id}")
+    except httpx.TransportError as error:
+        raise click.ClickException(f"cannot reach the API at {client.base_url}: {error}") from None
+    if response.status_code != 200:
+        raise click.ClickException(f"GET /v1/endpoints/{endpoint_id} answered {response.status_code}: "
+                                   f"{_message(response)}")
+    return list(response.json()["event_types"])
+
+
 def _message(response: httpx.Response) -> str:
     try:
         body = response.json()
@@ -244,7 +256,9 @@ class Listener:
     def _handle(self, event: FeedEvent, quiet: bool) -> None:
         if self.stopping:
             raise Stopped
-        if not self.event_types or event["event_type"] in self.event_types:
+        # As an endpoint subscribed to ``event_types`` would get it: none listed means every type
+        # but the service's own operational ones (``endpoint.offline`` …), which must be listed.
+        if wants(sorted(self.event_types), event["event_type"]):
             self._forward(event, quiet)
             self.saved = event["seq"]
             self.forwarded += 1
@@ -319,6 +333,7 @@ def _check_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 def _check_event_types(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    value = tuple(part.strip() for item in value for part in item.split(",") if part.strip())
     for event_type in value:
         if not re.match(EVENT_TYPE_PATTERN, event_type):
             raise click.BadParameter(f"{event_type!r}: must be 1 to 128 letters, digits, '_', '.' or '-'")
@@ -335,14 +350,17 @@ def _check_event_types(ctx: click.Context, param: click.Parameter, value: tuple[
 @click.option("--cursor-file", type=click.Path(dir_okay=False, path_type=Path), default=".webhooks-cursor",
               show_default=True, help="Where the last forwarded seq is kept.")  # fmt: skip
 @click.option("--after", type=click.IntRange(0), help="Start after this seq instead of the cursor file's.")
-@click.option("--event-type", "event_types", multiple=True, callback=_check_event_types,
-              help="Forward only this type (repeatable).")  # fmt: skip
+@click.option("--event-types", "--event-type", "event_types", multiple=True, callback=_check_event_types,
+              metavar="TYPES", help="Forward only these types (comma-separated, repeatable). Default: every type "
+              "but the service's operational ones (endpoint.offline …), as an endpoint with no list gets.")  # fmt: skip
+@click.option("--endpoint", "endpoint_id", metavar="EP_ID",
+              help="Forward what this endpoint subscribes to (its event_types, read at start).")
 @click.option("--follow/--no-follow", default=True, show_default=True, help="Keep polling once caught up.")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds.")
 @click.option("--limit", type=click.IntRange(1, MAX_PAGE_SIZE), default=DEFAULT_LIMIT, show_default=True)
 def listen_command(
     forward_to: str, api_url: str, api_key: str, secret: str, cursor_file: Path, after: int | None,
-    event_types: tuple[str, ...], follow: bool, interval: float, limit: int,
+    event_types: tuple[str, ...], endpoint_id: str | None, follow: bool, interval: float, limit: int,
 ) -> None:  # fmt: skip
     """Forward your events, signed, to a local URL; resumes from the cursor file after a stop."""
     cursor = CursorFile(cursor_file)
@@ -352,6 +370,10 @@ def listen_command(
     local = httpx.Client(timeout=TIMEOUT, trust_env=False, follow_redirects=False)
     with cursor.locked(), api, local:
         start = after if after is not None else cursor.load() or 0
+        if endpoint_id is not None:
+            if event_types:
+                raise click.UsageError("give --endpoint or --event-types, not both")
+            event_types = tuple(subscriptions(api, endpoint_id))
         # One type: the API filters. Several: the feed sends all and the listener skips the others.
         feed = Feed(api, limit, event_types[0] if len(event_types) == 1 else None)
         listener = Listener(
@@ -359,6 +381,8 @@ def listen_command(
             follow=follow, interval=interval, tty=sys.stdout.isatty(),
         )  # fmt: skip
         click.echo(f"forwarding events after seq={start} from {api_url} to {forward_to}")
+        click.echo("event types: " + (", ".join(event_types) if event_types else "all but operational ones")
+                   + (f" (those of {endpoint_id})" if endpoint_id else ""))
         with listener.stop_on_signals():
             listener.run()
 
