@@ -108,7 +108,12 @@ class Event(BaseModel):
     created_at = peewee.DateTimeField(default=utcnow)
 
     class Meta:
-        indexes = ((("tenant", "seq"), True), (("tenant", "event_type", "seq"), False))
+        indexes = (
+            (("tenant", "seq"), True),
+            (("tenant", "event_type", "seq"), False),
+            # The retention purge reads events oldest first off this one.
+            (("created_at", "id"), False),
+        )
 
 
 class IdempotencyKey(BaseModel):
@@ -240,7 +245,20 @@ class EndpointWindow(BaseModel):
         primary_key = peewee.CompositeKey("endpoint_id", "worker")
 
 
+class RetentionMark(BaseModel):
+    """Per tenant, the highest ``seq`` the retention purge removed (``webhooks.retention``).
+
+    Written in the transaction that deletes the events, so the feed never misses a purge:
+    a catch-up cursor below it answers 410 instead of skipping the purged events silently.
+    """
+
+    tenant = peewee.ForeignKeyField(Tenant, primary_key=True, on_delete="CASCADE")
+    purged_seq = peewee.BigIntegerField()
+    purged_at = peewee.DateTimeField()
+
+
 #: Creation order (parents first).
 ALL_MODELS: tuple[type[BaseModel], ...] = (
     Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt, HealthChange, Alert, EndpointWindow,
+    RetentionMark,
 )
