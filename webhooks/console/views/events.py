@@ -12,7 +12,7 @@ from webhooks.console import audit
 from webhooks.console.auth import operator_required
 from webhooks.console.blueprint import bp
 from webhooks.console.formatting import tier_label
-from webhooks.console.views.common import back, get_or_404, perform
+from webhooks.console.views.common import back, get_or_404, perform, staff_requester
 from webhooks.models import Attempt, Delivery, Endpoint, Event, Tenant
 
 #: How much of a stored response body the timeline shows (the rest is counted).
@@ -57,7 +57,7 @@ def delivery_action(delivery_id: str, action: str) -> Response:
         action,
         "delivery",
         row.id,
-        lambda: actions.resend(row, trigger=TRIGGERS[action]),
+        lambda: actions.resend(row, trigger=TRIGGERS[action], requester=staff_requester()),
         lambda _: f"{'Resend' if action == 'resend' else 'Replay'} of {row.id} queued: it is attempted now.",
         back(url_for("console.event", event_id=row.event_id, _anchor=row.id)),
         event_id=row.event_id,
