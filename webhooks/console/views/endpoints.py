@@ -71,9 +71,9 @@ def endpoint_recover(endpoint_id: str) -> Response:
     return perform(
         "recover", "endpoint", row.id,
         lambda: actions.recover(row, parse_when(text, g.now), requester=staff_requester()),
-        lambda result: (f"Recover queued {result.queued} failed deliveries of {row.id} (since {text}) for a fresh "
-                        f"attempt now; {result.parked} parked deliveries stay parked and are released in order, "
-                        "with their remaining attempts, when the endpoint is reachable."),
+        lambda result: (f"Recover of {row.id} since {text}: {result.queued} failed queued for a fresh attempt now; "
+                        f"{result.parked} parked stay parked (released in order, with their remaining attempts, "
+                        "when the endpoint is reachable)."),
         url_for("console.endpoint", endpoint_id=row.id),
         since=text,
     )
