@@ -28,6 +28,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         JSON_SORT_KEYS=False,
     )
     app.config.update(config)
+    # Payloads keep the order their keys were received in (the feed ``flask listen`` signs
+    # from included). Flask 2.3+ ignores JSON_SORT_KEYS above; this is its setting now.
+    app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["webhooks.settings"] = settings
 
     from webhooks import db, logs, publisher

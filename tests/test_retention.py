@@ -15,7 +15,7 @@ from webhooks import retention
 from webhooks.api import events as events_api
 from webhooks.clock import jobs, tick
 from webhooks.config import Settings
-from webhooks.models import Attempt, Delivery, Event, IdempotencyKey, RetentionMark
+from webhooks.models import Attempt, Delivery, Event, IdempotencyKey, ManualAttempt, RetentionMark
 from webhooks.publisher import Publisher
 from webhooks.timeutil import utcnow
 
@@ -35,7 +35,7 @@ def finish(event: dict[str, Any], *, age_days: float, status: str = "delivered",
     """Make ``event`` ``age_days`` old, its deliveries ``status`` since then, with ``attempts`` each."""
     then = utcnow() - timedelta(days=age_days)
     Event.update(created_at=then).where(Event.id == event["id"]).execute()
-    for delivery in Delivery.select().where(Delivery.event == event["id"]):
+    for delivery in list(Delivery.select().where(Delivery.event == event["id"])):  # no read open while writing
         for number in range(1, attempts + 1):
             make_attempt(delivery.id, number, started_at=then)
         Delivery.update(status=status, attempts=attempts, updated_at=then).where(Delivery.id == delivery.id).execute()
@@ -64,6 +64,17 @@ def test_old_finished_events_go_with_their_deliveries_attempts_and_idempotency_k
     assert not Attempt.select().where(Attempt.event == old["id"]).exists()
     assert not IdempotencyKey.select().where(IdempotencyKey.event == old["id"]).exists()
     assert Attempt.select().where(Attempt.event == young["id"]).count() == 2
+
+
+def test_an_old_event_goes_with_the_record_of_who_resent_it(client, headers, endpoint):
+    (event,) = send(client, headers)
+    (delivery,) = Delivery.select().where(Delivery.event == event["id"])
+    ManualAttempt.create(delivery=delivery.id, event=event["id"], tenant=delivery.tenant_id, attempt_no=2,
+                         trigger="resend", requested_by_kind="cli", requested_by="support")
+    finish(event, age_days=DAYS + 1)
+
+    assert retention.purge(DAYS).events == 1
+    assert not ManualAttempt.select().exists()
 
 
 @pytest.mark.parametrize("status", ["pending", "retrying", "parked"])

@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Sequence
 import peewee
 
 from webhooks.db import locking, write
-from webhooks.models import Attempt, Delivery, Event, IdempotencyKey, RetentionMark
+from webhooks.models import Attempt, Delivery, Event, IdempotencyKey, ManualAttempt, RetentionMark
 from webhooks.statuses import UNFINISHED_STATUSES
 from webhooks.timeutil import utcnow
 
@@ -134,6 +134,7 @@ def purge_batch(before: datetime, after: Position = None, limit: int = BATCH_EVE
         if doomed:
             ids = [c.id for c in doomed]
             attempts = Attempt.delete().where(Attempt.event.in_(ids)).execute()
+            ManualAttempt.delete().where(ManualAttempt.event.in_(ids)).execute()  # who asked for a resend
             deliveries = Delivery.delete().where(Delivery.event.in_(ids)).execute()
             IdempotencyKey.delete().where(IdempotencyKey.event.in_(ids)).execute()
             events = Event.delete().where(Event.id.in_(ids)).execute()
