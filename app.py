@@ -6,6 +6,7 @@ from typing import Any, Mapping
 
 from flask import Flask
 
+from webhooks import site_files
 from webhooks.config import Settings
 
 
@@ -23,11 +24,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         OPENAPI_VERSION="3.0.3",
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
-        OPENAPI_REDOC_PATH="/docs",
-        OPENAPI_REDOC_URL="https://cdn.jsdelivr.net/npm/redoc@2/bundles/redoc.standalone.js",
+        **site_files.docs_config(),
         JSON_SORT_KEYS=False,
     )
     app.config.update(config)
+    # Payloads keep the order their keys were received in (the feed ``flask listen`` signs
+    # from included). Flask 2.3+ ignores JSON_SORT_KEYS above; this is its setting now.
+    app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["webhooks.settings"] = settings
 
     from webhooks import db, logs, publisher
@@ -37,6 +40,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     db.init_app(app, settings)
     publisher.init_app(app, settings)
     init_web(app)
+    site_files.init_app(app)
 
     from webhooks import cli, console, listen
 

@@ -480,7 +480,7 @@ def test_a_rotation_can_switch_the_scheme_either_way(client: FlaskClient, header
 # --- recover and attempts ----------------------------------------------------------------
 
 
-def test_recover_requeues_failed_and_parked_deliveries_since_the_given_time(
+def test_recover_requeues_failed_deliveries_since_the_given_time_and_leaves_parked_ones_to_the_release(
     client: FlaskClient, headers: dict[str, str]
 ) -> None:
     endpoint_id = create_endpoint(client, headers)["id"]
@@ -499,8 +499,11 @@ def test_recover_requeues_failed_and_parked_deliveries_since_the_given_time(
     )
 
     assert response.status_code == 202
-    assert response.json == {"queued": 2}
-    assert none_since_tomorrow.json == {"queued": 0}
+    assert response.json == {"queued": 1, "parked": 1}
+    assert none_since_tomorrow.json == {"queued": 0, "parked": 0}
+    assert Delivery.get_by_id(parked).status == "parked" and Delivery.get_by_id(parked).attempts == 0
+    # Online with a delivery still parked, nothing would release it: the endpoint releases it now.
+    assert Endpoint.get_by_id(endpoint_id).health == "recovering"
 
 
 @pytest.mark.parametrize(

@@ -133,3 +133,42 @@ def test_support_finds_an_event_reads_its_timeline_resends_and_replays_dead_lett
         as_viewer.goto(f"{base_url}/console/dead-letters")
         expect(as_viewer.get_by_text("No dead letters")).to_be_visible()
         expect(as_viewer.get_by_role("button", name="Replay")).to_have_count(0)
+
+
+def test_the_event_page_lists_who_resent_and_shows_no_next_attempt_once_delivered(
+    browser, base_url, client, tenant, auth, make_settings, start_worker
+) -> None:
+    operator = staff("operator")
+    settings = make_settings(ladder="30m")  # after the first failure, the next ladder attempt is 30 minutes out
+    with Receiver(sequence([500, 200, 200])) as receiver:
+        register(client, auth(tenant), receiver.url + "/hooks/orders")
+        start_worker(settings)
+        event = send(client, auth(tenant), payload={"order_id": 42})
+        delivery = wait_until(status_of(event["id"], "retrying"), timeout=15)
+        page = logged_in_page(browser, base_url, operator.email)
+        page.goto(f"{base_url}/console/events/{event['id']}")
+        expect(page.get_by_text("No one has resent or recovered this event's deliveries")).to_be_visible()
+        first_next = page.locator(f"[id='{delivery.id}'] tr.attempt").first.locator("td").last
+        expect(first_next).to_contain_text("in 29 min")  # still due: shown
+
+        assert client.post(f"/v1/deliveries/{delivery.id}/resend", headers=auth(tenant)).status_code == 202
+        wait_until(status_of(event["id"], "delivered"), timeout=15)
+        page.reload()
+        page.locator(f"[id='{delivery.id}']").get_by_role("button", name="Resend").click()
+        expect(page.get_by_text(f"Resend of {delivery.id} queued")).to_be_visible()
+        wait_until(lambda: Delivery.get_by_id(delivery.id).attempts == 3, timeout=15)
+        page.reload()
+
+        timeline = page.locator(f"[id='{delivery.id}'] tr.attempt")
+        expect(timeline).to_have_count(3)
+        expect(page.locator(f"[id='{delivery.id}'] .badge").first).to_have_text("delivered")
+        expect(timeline.first.locator("td").last).to_have_text("— attempt 2 followed")
+        expect(page.locator("main")).not_to_contain_text("in 29 min")
+        expect(page.get_by_text("No one has resent")).to_have_count(0)
+        requests = page.locator("tr.manual-request")
+        expect(requests).to_have_count(2)
+        expect(requests.nth(0)).to_contain_text(f"{operator.email} (staff)")
+        expect(requests.nth(1)).to_contain_text(f"tenant API key “default” ({tenant.api_key.partition('.')[0]})")
+        expect(timeline.nth(1)).to_contain_text("asked by tenant API key")
+        expect(timeline.nth(2)).to_contain_text(f"asked by {operator.email}")
+        page.screenshot(path=str(ARTIFACTS / "console-event-resends.png"), full_page=True)

@@ -7,9 +7,9 @@ from datetime import timedelta
 from flask.testing import FlaskClient
 
 from tests.api_helpers import DEAD_AMQP_URL, create_endpoint, make_attempt, post_event
-from tests.console_helpers import failed_delivery, log_in
+from tests.console_helpers import failed_delivery, log_in, post_form
 from webhooks import endpoint_windows
-from webhooks.models import Delivery, Endpoint, HealthChange
+from webhooks.models import Delivery, Endpoint, HealthChange, ManualAttempt
 from webhooks.timeutil import utcnow
 
 XSS = "<script>alert(1)</script>"
@@ -144,6 +144,55 @@ def test_resend_queues_a_fresh_attempt_and_is_audited(client: FlaskClient, heade
     assert f"{user.email}" in page(client, "/console/audit")
 
 
+def test_every_resend_and_recover_is_shown_on_the_event_page_with_who_asked(
+    app, client: FlaskClient, headers, tenant
+) -> None:
+    delivery = failed_delivery(client, headers)
+    fresh = post_event(client, headers).json  # nobody touched this one
+    user = log_in(client, "operator")
+    key_id = tenant.api_key.partition(".")[0]
+    untouched = page(client, f"/console/events/{delivery.event_id}")
+
+    assert client.post(f"/v1/deliveries/{delivery.id}/resend", headers=headers).status_code == 202
+    recovered = client.post(f"/v1/endpoints/{delivery.endpoint_id}/recover", json={"since": "2000-01-01T00:00:00Z"},
+                            headers=headers)
+    post_form(client, f"/console/deliveries/{delivery.id}/resend")
+    cli = app.test_cli_runner().invoke(args=["deliveries", "resend", delivery.id])
+
+    assert recovered.json["queued"] == 1 and cli.exit_code == 0, cli.output
+    html = page(client, f"/console/events/{delivery.event_id}")
+    assert "No one has resent" in untouched
+    assert "No one has resent" not in html
+    rows = html.split('class="manual-request"')[1:]
+    assert len(rows) == 4  # newest first
+    assert "command line" in rows[0] and f"cli:" not in rows[0]
+    assert user.email in rows[1] and "resend" in rows[1]
+    assert f"API key" in rows[2] and key_id in rows[2] and "default" in rows[2] and "recover" in rows[2]
+    assert key_id in rows[3] and "resend" in rows[3]
+    assert [r.attempt_no for r in ManualAttempt.select().order_by(ManualAttempt.id)] == [4, 4, 4, 4]
+    assert "No one has resent" in page(client, f"/console/events/{fresh['id']}")
+
+
+def test_a_delivered_delivery_shows_no_next_attempt_still_due(client: FlaskClient, headers) -> None:
+    delivery = failed_delivery(client, headers, attempts=0)
+    started = utcnow() - timedelta(minutes=3)
+    make_attempt(delivery.id, 1, started_at=started, outcome="retrying", next_attempt_at=started + timedelta(minutes=30.5))
+    make_attempt(delivery.id, 2, trigger="resend", response_status=200, outcome="delivered")
+    Delivery.update(status="delivered", attempts=2, delivered_at=utcnow(), next_attempt_at=None).where(
+        Delivery.id == delivery.id).execute()
+    waiting = failed_delivery(client, headers, attempts=0)
+    make_attempt(waiting.id, 1, started_at=started, outcome="retrying", next_attempt_at=started + timedelta(minutes=30.5))
+    Delivery.update(status="retrying", attempts=1, next_attempt_at=started + timedelta(minutes=30.5)).where(
+        Delivery.id == waiting.id).execute()
+    log_in(client, "viewer")
+
+    delivered = page(client, f"/console/events/{delivery.event_id}")
+    retrying = page(client, f"/console/events/{waiting.event_id}")
+
+    assert "in 27 min" not in delivered and "Delivered" in delivered
+    assert "in 27 min" in retrying  # still due: shown
+
+
 def test_resend_while_the_broker_is_down_says_nothing_changed(make_app, headers, client: FlaskClient) -> None:
     delivery = failed_delivery(client, headers)
     down = make_app(amqp_url=DEAD_AMQP_URL).test_client()
@@ -175,7 +224,7 @@ def test_endpoint_page_shows_health_history_charts_counts_and_failures_by_cause(
     assert "HTTP 500" in html and "connection" in html and "Connection refused" in html
     assert "5 consecutive failures" in html and "offline" in html
     assert f"/console/dead-letters?endpoint_id={endpoint.id}" in html
-    assert "Recover failed and parked deliveries" in html and "Disable endpoint" in html
+    assert "Resend failed deliveries created since" in html and "Parked deliveries are not sent" in html and "Disable endpoint" in html
 
 
 def test_endpoint_page_shows_the_concurrency_window_the_workers_use_now(client: FlaskClient, headers) -> None:
@@ -213,7 +262,7 @@ def test_recover_since_resends_the_endpoints_dead_letters(client: FlaskClient, h
     bad = client.post(f"/console/endpoints/{delivery.endpoint_id}/recover",
                       data={"csrf_token": "test-csrf-token", "since": "whenever"}, follow_redirects=True)
 
-    assert "Recover queued 1 deliveries" in response.get_data(as_text=True)
+    assert ": 1 failed queued for a fresh attempt now; 0 parked stay parked" in response.get_data(as_text=True)
     assert Delivery.get_by_id(delivery.id).next_attempt_at is not None
     assert "Nothing was changed" in bad.get_data(as_text=True)
 

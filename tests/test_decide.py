@@ -71,6 +71,15 @@ def test_a_resend_of_a_finished_delivery_is_one_attempt_outside_the_ladder() -> 
     assert ok.status == "delivered" and ok.manual_attempts == 2
 
 
+def test_a_failed_resend_of_a_parked_delivery_leaves_it_parked_with_its_ladder_attempts() -> None:
+    step = after_attempt(attempt(3, "resend"), FAILED, "parked", 0, None, LADDER, TOPOLOGY, NOW)
+    assert step.status == "parked" and step.manual_attempts == 1
+    assert step.next_message is None and not step.exhausted
+    # Released later, its next ladder attempt is judged by the ladder attempts made (2), not by 3.
+    released = after_attempt(attempt(4), FAILED, "pending", step.manual_attempts, None, LADDER, TOPOLOGY, NOW)
+    assert released.queue == "t.wait.30m"
+
+
 def test_gone_parks_the_delivery_for_when_the_endpoint_is_enabled_again() -> None:
     step = after_attempt(attempt(1), classify(410, {}), "pending", 0, NOW, LADDER, TOPOLOGY, NOW)
     assert step.status == "parked" and step.next_message is None

@@ -84,9 +84,12 @@ def test_nothing_is_swept_while_the_primary_queue_has_a_backlog(client: Any, ten
     overdue()
     connection, channel = amqp_channel()
     try:
+        channel.confirm_delivery()
         for _ in range(sweeper.QUIET_QUEUE_BELOW):
             channel.basic_publish("", settings.topology.primary, b"{}", pika.BasicProperties(delivery_mode=2))
     finally:
         connection.close()
+    # The queue's count lags the confirms a little on a busy broker: wait until it shows them all.
+    wait_until(lambda: (sweeper.primary_ready(settings.amqp_url, settings.topology) or 0) >= sweeper.QUIET_QUEUE_BELOW)
 
     assert sweep(settings) == 0, "a late delivery is waiting its turn in the queue"

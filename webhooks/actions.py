@@ -1,32 +1,51 @@
 """What people do to deliveries and endpoints: resend, recover, delete, disable and enable.
 
-Shared by the API, the console and the CLI so each action has one implementation.
+Shared by the API, the console and the CLI so each action has one implementation. Every
+resend and recover is recorded here (``ManualAttempt``) with who asked for it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from webhooks import presence
 from webhooks.db import locking, retrying, write
 from webhooks.messages import DeliveryMessage
-from webhooks.models import Delivery, Endpoint, Event
+from webhooks.models import Delivery, Endpoint, Event, ManualAttempt
 from webhooks.outbox import message_for, publish_messages
 from webhooks.publisher import Publisher
 from webhooks.statuses import LADDER_STATUSES, UNFINISHED_STATUSES
 from webhooks.timeutil import to_naive_utc, utcnow
 from webhooks.topology import Topology
 
-#: Deliveries ``recover`` resends.
-RECOVERABLE_STATUSES = ("failed", "parked")
+#: Deliveries ``recover`` resends: parked ones are not among them, they wait for the
+#: endpoint and are released in order (``webhooks.releaser``), their attempts intact.
+RECOVERABLE_STATUSES = ("failed",)
 
 
 #: Resends published per broker round of ``recover``.
 RECOVER_BATCH = 500
 
 
+#: Who may ask for a resend or recover: a tenant API key, a staff member, the command line.
+REQUESTER_KINDS = ("api_key", "staff", "cli")
+
+
 class BrokerUnavailable(Exception):
     """The message could not be queued; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Requester:
+    """Who asked: ``api_key`` (the key's id), ``staff`` (an email) or ``cli`` (a login name)."""
+
+    kind: str
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in REQUESTER_KINDS:
+            raise ValueError(f"unknown requester kind {self.kind!r}")
 
 
 def _context(publisher: Publisher | None, topology: Topology | None) -> tuple[Publisher, Topology]:
@@ -36,8 +55,11 @@ def _context(publisher: Publisher | None, topology: Topology | None) -> tuple[Pu
     return publisher, topology
 
 
-def _queue_now(messages: list[DeliveryMessage], publisher: Publisher, topology: Topology) -> int:
-    """Publish fresh attempts and show finished deliveries as due now; returns how many were queued.
+def _queue_now(
+    messages: list[DeliveryMessage], requester: Requester, publisher: Publisher, topology: Topology
+) -> int:
+    """Publish fresh attempts, record who asked for each, and show finished deliveries as due
+    now; returns how many were queued.
 
     A delivery still in the ladder keeps its ``next_attempt_at``: if the fresh attempt
     fails, its next ladder attempt stays due when it was (a resend never moves a delivery
@@ -46,6 +68,15 @@ def _queue_now(messages: list[DeliveryMessage], publisher: Publisher, topology: 
     confirmed = publish_messages(publisher, topology, messages)
     now = utcnow()
     with write():
+        if confirmed:
+            ManualAttempt.insert_many([
+                {
+                    "delivery": message.delivery_id, "event": message.event_id, "tenant": message.tenant_id,
+                    "attempt_no": message.attempt, "trigger": message.trigger,
+                    "requested_by_kind": requester.kind, "requested_by": requester.name, "created_at": now,
+                }
+                for message in messages[:confirmed]
+            ]).execute()
         for message in messages[:confirmed]:
             (
                 Delivery.update(next_attempt_at=now, updated_at=now)
@@ -64,49 +95,78 @@ def resend(
     delivery: Delivery,
     trigger: str = "resend",
     *,
+    requester: Requester,
     publisher: Publisher | None = None,
     topology: Topology | None = None,
 ) -> Delivery:
-    """Queue a fresh attempt of ``delivery`` now, outside the ladder (or ahead of it)."""
+    """Queue a fresh attempt of ``delivery`` now, outside the ladder (or ahead of it), asked for by ``requester``.
+
+    A parked delivery whose fresh attempt fails stays parked, in its place for the release.
+    """
     if delivery.status == "cancelled":
         raise ValueError("the delivery was cancelled because its endpoint was deleted")
     publisher, topology = _context(publisher, topology)
     message = message_for(delivery, Event.get_by_id(delivery.event_id), trigger=trigger)
-    if _queue_now([message], publisher, topology) != 1:
+    if _queue_now([message], requester, publisher, topology) != 1:
         raise BrokerUnavailable("the message broker is unavailable; try again in a few seconds")
     return Delivery.get_by_id(delivery.id)
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What ``recover`` did: failed deliveries queued now, parked ones left to the release."""
+
+    queued: int
+    parked: int
 
 
 def recover(
     endpoint: Endpoint,
     since: datetime,
     *,
+    requester: Requester,
     publisher: Publisher | None = None,
     topology: Topology | None = None,
-) -> int:
-    """Resend every failed or parked delivery of ``endpoint`` created since ``since``."""
+) -> Recovered:
+    """Resend every failed delivery of ``endpoint`` created since ``since``, oldest first.
+
+    Parked deliveries stay parked: they are released one at a time, in creation order and
+    with the attempts they have left, once the endpoint is reachable (offline: when its
+    probe succeeds; disabled: when it is enabled). Should the endpoint be online with
+    deliveries still parked (nothing would release them), it goes ``recovering`` so the
+    clock releases them now.
+    """
     publisher, topology = _context(publisher, topology)
+    mine = (Delivery.endpoint == endpoint) & (Delivery.created_at >= to_naive_utc(since))
     query = (
         Delivery.select(Delivery, Event)
         .join(Event)
-        .where(
-            (Delivery.endpoint == endpoint)
-            & Delivery.status.in_(RECOVERABLE_STATUSES)
-            & (Delivery.created_at >= to_naive_utc(since))
-        )
+        .where(mine & Delivery.status.in_(RECOVERABLE_STATUSES))
         .order_by(Delivery.created_at, Delivery.id)
     )
     rows = list(query)
     queued = 0
     for start in range(0, len(rows), RECOVER_BATCH):
         batch = [message_for(row, row.event, trigger="recover") for row in rows[start : start + RECOVER_BATCH]]
-        done = _queue_now(batch, publisher, topology)
+        done = _queue_now(batch, requester, publisher, topology)
         queued += done
         if done < len(batch):
             break
     if rows and not queued:
         raise BrokerUnavailable("the message broker is unavailable; try again in a few seconds")
-    return queued
+    _release_if_stranded(endpoint)
+    parked = Delivery.select().where(mine & (Delivery.status == "parked")).count()
+    return Recovered(queued, parked)
+
+
+@retrying
+def _release_if_stranded(endpoint: Endpoint) -> None:
+    """An online, enabled endpoint with parked deliveries goes ``recovering``: the clock releases them in order."""
+    with write():
+        row = locking(Endpoint.select().where(Endpoint.id == endpoint.id)).get()
+        if row.health == presence.ONLINE and not row.disabled and row.deleted_at is None and presence.has_parked(row.id):
+            presence.change(row, presence.RECOVERING, "recover: parked deliveries to release", utcnow(),
+                            health=presence.RECOVERING)
 
 
 @retrying

@@ -28,3 +28,5 @@ def require_tenant() -> None:
     if tenant is None:
         _unauthorized("invalid API key (unknown or revoked)")
     g.tenant = tenant
+    #: The key's id (never its secret): who asked, for what is recorded (resends, recovers).
+    g.api_key_id = key.partition(".")[0]

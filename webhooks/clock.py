@@ -1,7 +1,8 @@
 """The clock process: periodic jobs, each on its own interval, and the release loop.
 
 Periodic jobs: the outbox relay, probes for offline endpoints, operational events,
-disabling endpoints that keep failing, and expiring idempotency keys; alert emails on
+disabling endpoints that keep failing, expiring idempotency keys and the retention purge
+(``RETENTION_DAYS``, a bounded slice per pass); alert emails on
 a thread of their own. The paced, in-order release of parked deliveries runs on its
 own thread too (``release_loop``): it looks again as soon as a released delivery can
 be done or the next rate slot opens, and idles while no endpoint is recovering.
@@ -24,7 +25,7 @@ from typing import Any, Callable
 
 import peewee
 
-from webhooks import alert_emails, db, logs, operational, recovery, sweeper
+from webhooks import alert_emails, db, logs, operational, recovery, retention, sweeper
 from webhooks.config import Settings
 from webhooks.ingest import IDEMPOTENCY_TTL
 from webhooks.mailer import SmtpConfig
@@ -161,6 +162,7 @@ class Job:
 def jobs(settings: Settings, publisher: Publisher) -> list[Job]:
     """Every periodic job with its interval (seconds)."""
     topology = settings.topology
+    purger = retention.Purger(settings.retention_days)
     return [
         Job("relay", 1.0, lambda: relay_once(publisher, topology, settings.relay_grace)),
         Job("probes", 1.0, lambda: recovery.promote_probes(publisher, topology)),
@@ -168,6 +170,7 @@ def jobs(settings: Settings, publisher: Publisher) -> list[Job]:
         Job("disable failing", 60.0, lambda: recovery.disable_failing(settings.disable_after)),
         Job("lost messages", 60.0, lambda: sweeper.sweep(publisher, topology, settings.amqp_url)),
         Job("idempotency keys", 300.0, expire_idempotency_keys),
+        Job("retention", retention.PASS_EVERY_SECONDS, purger.run),
     ]
 
 

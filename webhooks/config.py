@@ -14,6 +14,14 @@ from webhooks.ladder import DEFAULT_LADDER, Ladder
 from webhooks.topology import Topology
 
 
+def _whole_days(name: str, text: str) -> int:
+    """``text`` as a whole number of days, or a ValueError naming the variable."""
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number of days, at least 1 (got {text!r})") from None
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob the processes read; names match the environment variables."""
@@ -36,6 +44,9 @@ class Settings:
     offline_after_failures: int = 5
     release_rate: float = 20.0
     disable_after: float = 5 * 86400.0
+    #: Days an event is kept, with its deliveries and attempts, after it and its last
+    #: activity (``webhooks.retention``); what still waits for delivery is never purged.
+    retention_days: int = 30
     smtp_url: str | None = None
     worker_prefetch: int = 10_000
     publish_timeout: float = 1.0
@@ -44,6 +55,8 @@ class Settings:
 
     def __post_init__(self) -> None:
         broker_parameters(self.amqp_url, self.publish_timeout)  # a bad AMQP_URL stops every process at start
+        if self.retention_days < 1:
+            raise ValueError(f"RETENTION_DAYS must be a whole number of days, at least 1 (got {self.retention_days})")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
@@ -65,6 +78,7 @@ class Settings:
             offline_after_failures=int(env.get("OFFLINE_AFTER_FAILURES", cls.offline_after_failures)),
             release_rate=float(env.get("RELEASE_RATE", cls.release_rate)),
             disable_after=parse_seconds(env.get("DISABLE_AFTER", "5d")),
+            retention_days=_whole_days("RETENTION_DAYS", env.get("RETENTION_DAYS", str(cls.retention_days))),
             smtp_url=env.get("SMTP_URL") or None,
             worker_prefetch=int(env.get("WORKER_PREFETCH", cls.worker_prefetch)),
             publish_timeout=float(env.get("PUBLISH_TIMEOUT", cls.publish_timeout)),

@@ -25,6 +25,18 @@ class JSONField(peewee.TextField):
         return None if value is None else json.loads(value)
 
 
+class PayloadField(JSONField):
+    """An event's payload: JSON text with its keys in the order they were received.
+
+    Never sorted: every attempt's body is built from it (``webhooks.outgoing.body_bytes``),
+    and receivers hash and dedupe on those bytes, so a retry, resend, recover or ``flask
+    listen`` must send what the first attempt sent.
+    """
+
+    def db_value(self, value: Any) -> str | None:
+        return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
 class BaseModel(peewee.Model):
     class Meta:
         database = database
@@ -104,11 +116,16 @@ class Event(BaseModel):
     tenant = peewee.ForeignKeyField(Tenant, backref="events", on_delete="CASCADE")
     seq = peewee.BigIntegerField()
     event_type = peewee.CharField(max_length=128)
-    payload = JSONField()
+    payload = PayloadField()
     created_at = peewee.DateTimeField(default=utcnow)
 
     class Meta:
-        indexes = ((("tenant", "seq"), True), (("tenant", "event_type", "seq"), False))
+        indexes = (
+            (("tenant", "seq"), True),
+            (("tenant", "event_type", "seq"), False),
+            # The retention purge reads events oldest first off this one.
+            (("created_at", "id"), False),
+        )
 
 
 class IdempotencyKey(BaseModel):
@@ -188,6 +205,31 @@ class Attempt(BaseModel):
         )
 
 
+class ManualAttempt(BaseModel):
+    """A resend or recover someone asked for: the attempt it queued, who asked, and when.
+
+    Written where every resend and recover is queued (``webhooks.actions``), whoever asked:
+    a tenant API key (``api_key``, its id), a staff member in the console (``staff``, the
+    email) or the command line (``cli``, the login name).
+    """
+
+    id = peewee.AutoField()
+    delivery = peewee.ForeignKeyField(Delivery, backref="manual_attempt_rows", on_delete="CASCADE")
+    event = peewee.ForeignKeyField(Event, on_delete="CASCADE")
+    tenant = peewee.ForeignKeyField(Tenant, on_delete="CASCADE")
+    #: The attempt number the request queued (``Attempt.attempt_no`` once it is made).
+    attempt_no = peewee.IntegerField()
+    #: ``resend`` or ``recover`` (a dead-letter replay is a recover).
+    trigger = peewee.CharField(max_length=16)
+    #: ``api_key``, ``staff`` or ``cli``.
+    requested_by_kind = peewee.CharField(max_length=16)
+    requested_by = peewee.CharField(max_length=320)
+    created_at = peewee.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("event", "id"), False), (("delivery", "attempt_no"), False))
+
+
 class HealthChange(BaseModel):
     """One change of an endpoint's presence, with its reason (``GET /v1/endpoints/<id>/health``)."""
 
@@ -240,7 +282,20 @@ class EndpointWindow(BaseModel):
         primary_key = peewee.CompositeKey("endpoint_id", "worker")
 
 
+class RetentionMark(BaseModel):
+    """Per tenant, the highest ``seq`` the retention purge removed (``webhooks.retention``).
+
+    Written in the transaction that deletes the events, so the feed never misses a purge:
+    a catch-up cursor below it answers 410 instead of skipping the purged events silently.
+    """
+
+    tenant = peewee.ForeignKeyField(Tenant, primary_key=True, on_delete="CASCADE")
+    purged_seq = peewee.BigIntegerField()
+    purged_at = peewee.DateTimeField()
+
+
 #: Creation order (parents first).
 ALL_MODELS: tuple[type[BaseModel], ...] = (
-    Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt, HealthChange, Alert, EndpointWindow,
+    Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt, ManualAttempt, HealthChange, Alert,
+    EndpointWindow, RetentionMark,
 )

@@ -23,7 +23,12 @@ class OutgoingRequest:
 
 
 def body_bytes(event_type: str, timestamp: str, payload: dict[str, Any]) -> bytes:
-    """``{"type", "timestamp", "data"}``: the exact bytes that are signed and sent."""
+    """``{"type", "timestamp", "data"}``: the exact bytes that are signed and sent.
+
+    The one place a body is made, for every attempt (first, ladder, resend, recover) and
+    for ``flask listen``. ``payload`` keeps the key order the event was received with (the
+    stored ``Event.payload`` text, never re-sorted), so every attempt carries the same bytes.
+    """
     return json.dumps({"type": event_type, "timestamp": timestamp, "data": payload}, separators=(",", ":")).encode()
 
 

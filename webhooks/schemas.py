@@ -469,7 +469,11 @@ class ApiKeyRotatedSchema(ApiKeyCreatedSchema):
 
 
 class RecoverResultSchema(Schema):
-    queued = fields.Integer(metadata={"description": "Deliveries queued for a fresh attempt."})
+    queued = fields.Integer(metadata={"description": "Failed deliveries queued for a fresh attempt now."})
+    parked = fields.Integer(metadata={"description": (
+        "Parked deliveries created since `since`, left parked: they are released one at a time, in "
+        "creation order and with their remaining attempts, when the endpoint is reachable again."
+    )})
 
 
 class HealthSchema(Schema):

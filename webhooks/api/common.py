@@ -8,6 +8,7 @@ import peewee
 from flask import g
 from flask_smorest import abort
 
+from webhooks.actions import Requester
 from webhooks.ids import has_prefix
 from webhooks.models import Attempt, BaseModel, Delivery, Endpoint, Event, Tenant
 
@@ -29,6 +30,11 @@ RECENT_ATTEMPTS = 20
 def current_tenant() -> Tenant:
     """The tenant whose API key authenticated this request (set by ``auth.require_tenant``)."""
     return g.tenant
+
+
+def api_requester() -> Requester:
+    """Who asks, for resends and recovers made through the API: the tenant API key of this request."""
+    return Requester("api_key", g.api_key_id)
 
 
 def get_owned(model: type[M], object_id: str) -> M:

@@ -8,7 +8,7 @@ from flask.views import MethodView
 from flask_smorest import abort
 
 from webhooks import actions
-from webhooks.api.common import attempt_page, get_owned, recent_attempts
+from webhooks.api.common import api_requester, attempt_page, get_owned, recent_attempts
 from webhooks.api.parsing import Blueprint
 from webhooks.auth import require_tenant
 from webhooks.models import Attempt, Delivery
@@ -48,10 +48,11 @@ class DeliveryResend(MethodView):
         A delivery that is still retrying keeps its place on the ladder: if this attempt
         fails, its next scheduled attempt stays due when it was, and the tiers after it
         are the ones it would have had. A finished delivery (delivered or failed) gets
-        exactly one attempt; a failed one stays failed if it fails again.
+        exactly one attempt; a failed one stays failed if it fails again. A parked delivery
+        that fails again stays parked, in its place for the in-order release.
         """
         delivery = get_owned(Delivery, delivery_id)
         try:
-            return actions.resend(delivery)
+            return actions.resend(delivery, requester=api_requester())
         except ValueError as error:  # e.g. cancelled: its endpoint was deleted
             abort(409, message=str(error))

@@ -10,7 +10,7 @@ from flask_smorest import abort
 from peewee import fn
 
 from webhooks import actions, db, endpoint_windows, netguard
-from webhooks.api.common import attempt_page, current_tenant, cursor_page, get_owned
+from webhooks.api.common import api_requester, attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
 from webhooks.auth import require_tenant
 from webhooks.ids import new_id
@@ -213,8 +213,16 @@ class EndpointRecovery(MethodView):
     @blp.response(202, RecoverResultSchema)
     @blp.alt_response(503, response="SERVICE_UNAVAILABLE")
     def post(self, data: dict[str, Any], endpoint_id: str) -> dict[str, int]:
-        """Resend every failed or parked delivery of the endpoint created since `since`."""
-        return {"queued": actions.recover(get_owned(Endpoint, endpoint_id), data["since"])}
+        """Resend every failed delivery of the endpoint created since `since`; parked ones stay parked.
+
+        Failed deliveries get one fresh attempt each, now, outside the retry ladder (a failed
+        one stays failed if it fails again). Parked deliveries (the endpoint is offline or
+        disabled) are not sent: they are released one at a time, in creation order and with
+        the attempts they have left, as soon as the endpoint is reachable again. If the
+        endpoint is online with deliveries still parked, their release starts now.
+        """
+        result = actions.recover(get_owned(Endpoint, endpoint_id), data["since"], requester=api_requester())
+        return {"queued": result.queued, "parked": result.parked}
 
 
 @blp.route("/<endpoint_id>/attempts")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import jsonify, request, url_for
+from flask import current_app, jsonify, request, url_for
 from flask.views import MethodView
 from flask_smorest import abort
 
-from webhooks import ingest
+from webhooks import ingest, retention
 from webhooks.ingest import MAX_BATCH, NewEvent
 from webhooks.api.common import attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
@@ -118,14 +118,27 @@ class Events(MethodView):
 
     @blp.arguments(EventListArgsSchema, location="query")
     @blp.response(200, EventPageSchema)
+    @blp.alt_response(410, response="GONE")
     def get(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Events after the `seq` cursor, oldest first: how an offline client catches up."""
-        query = Event.select().where(Event.tenant == current_tenant().id)
+        """Events after the `seq` cursor, oldest first: how an offline client catches up.
+
+        A cursor that fell behind the retention period (`RETENTION_DAYS`), with events after
+        it purged, gets a 410 whose message names the `after` to continue from, never a page
+        with a silent gap. `after=0` (from the start) is never refused: it reads what is kept.
+        """
+        tenant_id = current_tenant().id
+        query = Event.select().where(Event.tenant == tenant_id)
         if "event_type" in args:
             query = query.where(Event.event_type == args["event_type"])
-        return cursor_page(
+        page = cursor_page(
             query, Event.seq, limit=args["limit"], after=args["after"], feed=True, prefetch=(_deliveries_in_order(),)
         )
+        # After the page: a purge that committed while it was read shows here (see stale_cursor).
+        stale = retention.stale_cursor(tenant_id, args["after"])
+        if stale is not None:
+            days = current_app.extensions["webhooks.settings"].retention_days
+            abort(410, message=stale.message(days))
+        return page
 
 
 @blp.route("/batch")

@@ -7,6 +7,7 @@ from typing import Any
 
 import peewee
 
+from webhooks.actions import Requester
 from webhooks.console.models import AuditEntry
 from webhooks.db import retrying
 
@@ -27,6 +28,17 @@ def cli_actor() -> str:
         return f"cli:{getpass.getuser()}"
     except (KeyError, OSError):
         return "cli:unknown"
+
+
+def cli_requester() -> Requester:
+    """Who asks, for resends made from the command line: the login name (as in ``cli_actor``)."""
+    return requester_of(cli_actor())
+
+
+def requester_of(actor: str) -> Requester:
+    """The requester of an audit actor: ``cli:<login>`` is the command line, anything else a staff email."""
+    kind, _, name = actor.partition(":")
+    return Requester("cli", name) if kind == "cli" and name else Requester("staff", actor)
 
 
 def entries(*conditions: peewee.Expression) -> peewee.ModelSelect:

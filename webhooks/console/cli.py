@@ -79,7 +79,7 @@ def init_app(app: Flask) -> None:
             if delivery is None:
                 raise click.ClickException(f"no delivery {delivery_id}")
             try:
-                delivery = actions.resend(delivery)
+                delivery = actions.resend(delivery, requester=audit.cli_requester())
             except (actions.BrokerUnavailable, ValueError) as error:
                 raise click.ClickException(str(error)) from None
             audit.record(audit.cli_actor(), "resend", "delivery", delivery.id, event_id=delivery.event_id)

@@ -8,6 +8,7 @@ from typing import Any
 
 from webhooks.durations import name_ms, parse_seconds
 from webhooks.ladder import Ladder
+from webhooks.statuses import LADDER_STATUSES
 from webhooks.timeutil import to_naive_utc
 
 #: (seconds in the unit, singular, plural) from largest to smallest, for "3 min ago".
@@ -50,6 +51,21 @@ def tier_label(attempt_no: int, trigger: str, ladder: Ladder) -> str:
     if tier > len(ladder.delays_ms):
         return f"tier {tier}"
     return f"tier {tier} (after {name_ms(ladder.delays_ms[tier - 1])})"
+
+
+def next_attempt_holds(attempt_no: int, due: datetime | None, delivery_attempts: int, delivery_status: str) -> bool:
+    """Whether an attempt's "next attempt due" still stands: it is the delivery's latest attempt
+    and the delivery is still waiting for the next one (a delivered one waits for nothing)."""
+    return due is not None and attempt_no == delivery_attempts and delivery_status in LADDER_STATUSES
+
+
+def requester_label(kind: str, name: str, key_name: str | None = None) -> str:
+    """Who asked for a resend or recover, for people: an API key (with its name), a staff member, the CLI."""
+    if kind == "api_key":
+        return f"tenant API key “{key_name}” ({name})" if key_name else f"tenant API key {name}"
+    if kind == "cli":
+        return f"command line ({name})"
+    return f"{name} (staff)"
 
 
 def cause_label(error_class: str | None, response_status: int | None) -> str:

@@ -21,6 +21,7 @@ from flask import Flask
 
 from webhooks import actions
 from webhooks.config import Settings
+from webhooks.console import audit
 from webhooks.console.models import ReplayJob
 from webhooks.console.queries import DeliveryFilter
 from webhooks.db import connection
@@ -99,10 +100,11 @@ def _report(job: ReplayJob, token: str, **changes: object) -> bool:
     return bool(updated)
 
 
-def _resend(delivery: Delivery, publisher: Publisher, settings: Settings) -> None:
+def _resend(delivery: Delivery, requester: actions.Requester, publisher: Publisher, settings: Settings) -> None:
     for attempt in range(BROKER_RETRIES):
         try:
-            actions.resend(delivery, trigger="recover", publisher=publisher, topology=settings.topology)
+            actions.resend(delivery, trigger="recover", requester=requester, publisher=publisher,
+                           topology=settings.topology)
             return
         except actions.BrokerUnavailable:
             if attempt == BROKER_RETRIES - 1:
@@ -123,7 +125,7 @@ def run_job(job_id: int, settings: Settings, progress: Progress | None = None) -
     try:
         while batch := list(selection(job).order_by(Delivery.id).limit(BATCH)):
             for delivery in batch:
-                _resend(delivery, publisher, settings)
+                _resend(delivery, audit.requester_of(job.actor), publisher, settings)
                 job.done, job.cursor = job.done + 1, delivery.id
                 if time.monotonic() - reported >= REPORT_EVERY:
                     if not _report(job, token):

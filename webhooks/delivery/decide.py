@@ -5,7 +5,8 @@ Retry-After can only lengthen a wait. Resends and recovers are outside the ladde
 when one of them fails on a delivery that is still retrying, the delivery keeps its
 place (the attempt it was waiting for stays due when it was due, and the tiers after
 it are the ones it would have had), so a person's resend never pushes a delivery
-further down the ladder. A resend of a finished delivery is one attempt, no more.
+further down the ladder. A resend of a finished delivery is one attempt, no more; a
+failed resend of a parked delivery leaves it parked.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ def after_attempt(
         return Step("delivered", manual_attempts=manual_attempts)
     if verdict.gone:
         # Kept for whoever enables the endpoint again: released in order then.
+        return Step("parked", manual_attempts=manual_attempts)
+    if prior_status == "parked":
+        # A resend of a parked delivery that fails leaves it parked, in its place for the
+        # in-order release, with the ladder attempts it had left.
         return Step("parked", manual_attempts=manual_attempts)
     if prior_status not in LADDER_STATUSES:
         # A resend of a finished delivery is one attempt, outside the ladder.

@@ -35,6 +35,11 @@ def back(default: str) -> str:
     return default
 
 
+def staff_requester() -> actions.Requester:
+    """Who asks, for resends and recovers made in the console: the staff member logged in."""
+    return actions.Requester("staff", current_staff().email)
+
+
 def perform(
     action: str,
     target_type: str,

@@ -13,7 +13,7 @@ from webhooks.console.auth import current_staff, operator_required
 from webhooks.console.blueprint import bp
 from webhooks.console.formatting import parse_when
 from webhooks.console.queries import page
-from webhooks.console.views.common import get_or_404, perform
+from webhooks.console.views.common import get_or_404, perform, staff_requester
 from webhooks.models import Delivery, Endpoint, HealthChange, Tenant
 from webhooks.timeutil import isoformat
 
@@ -65,13 +65,15 @@ def endpoint(endpoint_id: str) -> str:
 @bp.route("/endpoints/<endpoint_id>/recover", methods=["POST"])
 @operator_required
 def endpoint_recover(endpoint_id: str) -> Response:
-    """Resend every failed or parked delivery of the endpoint created since the given time."""
+    """Resend every failed delivery of the endpoint created since the given time; parked ones stay parked."""
     row = get_or_404(Endpoint, endpoint_id, "endpoint")
     text = request.form.get("since", "")
     return perform(
         "recover", "endpoint", row.id,
-        lambda: actions.recover(row, parse_when(text, g.now)),
-        lambda queued: f"Recover queued {queued} deliveries of {row.id} (failed or parked since {text}).",
+        lambda: actions.recover(row, parse_when(text, g.now), requester=staff_requester()),
+        lambda result: (f"Recover of {row.id} since {text}: {result.queued} failed queued for a fresh attempt now; "
+                        f"{result.parked} parked stay parked (released in order, with their remaining attempts, "
+                        "when the endpoint is reachable)."),
         url_for("console.endpoint", endpoint_id=row.id),
         since=text,
     )

@@ -8,18 +8,20 @@ from flask import current_app, render_template, url_for
 from werkzeug.wrappers import Response
 
 from webhooks import actions
-from webhooks.console import audit
 from webhooks.console.auth import operator_required
 from webhooks.console.blueprint import bp
-from webhooks.console.formatting import tier_label
-from webhooks.console.views.common import back, get_or_404, perform
-from webhooks.models import Attempt, Delivery, Endpoint, Event, Tenant
+from webhooks.console.formatting import next_attempt_holds, requester_label, tier_label
+from webhooks.console.views.common import back, get_or_404, perform, staff_requester
+from webhooks.models import ApiKey, Attempt, Delivery, Endpoint, Event, ManualAttempt, Tenant
 
 #: How much of a stored response body the timeline shows (the rest is counted).
 BODY_PREVIEW = 2000
 
 #: Attempts shown per delivery (resends can make the list long).
 MAX_ATTEMPTS = 200
+
+#: Resends and recovers listed on the event page (newest first).
+MAX_REQUESTS = 100
 
 #: The trigger each delivery action gives the new attempt.
 TRIGGERS = {"resend": "resend", "replay": "recover"}
@@ -36,6 +38,11 @@ def event(event_id: str) -> str:
     )
     timelines = {delivery_id: list(rows)[:MAX_ATTEMPTS] for delivery_id, rows in groupby(attempts, lambda a: a.delivery_id)}
     ladder = current_app.extensions["webhooks.settings"].ladder
+    requests = list(
+        ManualAttempt.select().where(ManualAttempt.event == row.id).order_by(ManualAttempt.id.desc()).limit(MAX_REQUESTS)
+    )
+    keys = [request.requested_by for request in requests if request.requested_by_kind == "api_key"]
+    key_names = dict(ApiKey.select(ApiKey.id, ApiKey.name).where(ApiKey.id.in_(keys)).tuples()) if keys else {}
     return render_template(
         "console/event.html",
         event=row,
@@ -44,7 +51,14 @@ def event(event_id: str) -> str:
         timelines=timelines,
         tier=lambda attempt: tier_label(attempt.attempt_no, attempt.trigger, ladder),
         body_preview=BODY_PREVIEW,
-        history=audit.about("event", row.id),
+        requests=requests,
+        requested={(request.delivery_id, request.attempt_no): request for request in requests},  # the first asked
+        requester=lambda request: requester_label(
+            request.requested_by_kind, request.requested_by, key_names.get(request.requested_by)
+        ),
+        next_due_holds=lambda attempt, delivery: next_attempt_holds(
+            attempt.attempt_no, attempt.next_attempt_at, delivery.attempts, delivery.status
+        ),
     )
 
 
@@ -57,7 +71,7 @@ def delivery_action(delivery_id: str, action: str) -> Response:
         action,
         "delivery",
         row.id,
-        lambda: actions.resend(row, trigger=TRIGGERS[action]),
+        lambda: actions.resend(row, trigger=TRIGGERS[action], requester=staff_requester()),
         lambda _: f"{'Resend' if action == 'resend' else 'Replay'} of {row.id} queued: it is attempted now.",
         back(url_for("console.event", event_id=row.event_id, _anchor=row.id)),
         event_id=row.event_id,
