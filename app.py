@@ -33,7 +33,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["webhooks.settings"] = settings
 
-    from webhooks import db, logs, publisher
+    from webhooks import logs
+    from webhooks.messaging import publisher
+    from webhooks.storage import db
     from webhooks.web import init_web
 
     logs.configure()

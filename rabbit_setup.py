@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from webhooks.brokers import connect
+from webhooks.messaging.brokers import connect
 from webhooks.config import Settings
 
 

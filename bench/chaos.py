@@ -42,7 +42,7 @@ from bench.core import machine  # noqa: E402
 from bench.harness import Sql  # noqa: E402
 from bench.local import free_port, pg_admin  # noqa: E402
 from bench.receiver import start as start_receiver  # noqa: E402
-from webhooks.brokers import connect  # noqa: E402
+from webhooks.messaging.brokers import connect  # noqa: E402
 from webhooks.config import Settings  # noqa: E402
 
 #: The poison message: not JSON, so no worker can take it for a delivery.

@@ -28,15 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.local import free_port, pg_admin  # noqa: E402
 from bench.receiver import FAIL_PREFIX, start as start_receiver  # noqa: E402
-from webhooks import db  # noqa: E402
+from webhooks.storage import db  # noqa: E402
 from webhooks.cli import create_tenant, migrate  # noqa: E402
 from webhooks.config import Settings  # noqa: E402
-from webhooks.ids import new_id  # noqa: E402
-from webhooks.ingest import accept_event  # noqa: E402
-from webhooks.models import Attempt, Endpoint, Tenant  # noqa: E402
-from webhooks.brokers import connect  # noqa: E402
-from webhooks.publisher import Publisher  # noqa: E402
-from webhooks.signing import generate_secret  # noqa: E402
+from webhooks.storage.ids import new_id  # noqa: E402
+from webhooks.ingest.accept import accept_event  # noqa: E402
+from webhooks.storage.models import Attempt, Endpoint, Tenant  # noqa: E402
+from webhooks.messaging.brokers import connect  # noqa: E402
+from webhooks.messaging.publisher import Publisher  # noqa: E402
+from webhooks.delivery.signing import generate_secret  # noqa: E402
 
 PAYLOAD = {"order": {"id": "ord_123", "amount": 4200, "currency": "EUR", "lines": [{"sku": f"sku-{i}", "qty": i} for i in range(20)]}}
 

@@ -49,7 +49,7 @@ from bench.harness import CLEANUP, Deadline, Receiver, log  # noqa: E402
 from bench.stats import percentile  # noqa: E402
 from bench.receiver import FLAKY_PREFIX, flaky_failures  # noqa: E402
 from bench.stack import ServiceStack  # noqa: E402
-from webhooks.brokers import connect  # noqa: E402
+from webhooks.messaging.brokers import connect  # noqa: E402
 
 #: The ladder of the run: short, so retries and dead letters happen within the run.
 LADDER = "1s,2s,4s"

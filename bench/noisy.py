@@ -22,13 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.core import PAYLOAD, database_url, drop_database, endpoint, machine, run_worker  # noqa: E402
 from bench.local import free_port  # noqa: E402
 from bench.receiver import start as start_receiver  # noqa: E402
-from webhooks import db  # noqa: E402
+from webhooks.storage import db  # noqa: E402
 from webhooks.cli import create_tenant, migrate  # noqa: E402
 from webhooks.config import Settings  # noqa: E402
-from webhooks.ingest import accept_event  # noqa: E402
-from webhooks.models import Tenant  # noqa: E402
-from webhooks.brokers import connect  # noqa: E402
-from webhooks.publisher import Publisher  # noqa: E402
+from webhooks.ingest.accept import accept_event  # noqa: E402
+from webhooks.storage.models import Tenant  # noqa: E402
+from webhooks.messaging.brokers import connect  # noqa: E402
+from webhooks.messaging.publisher import Publisher  # noqa: E402
 
 
 def start_black_hole(port: int) -> None:

@@ -56,7 +56,7 @@ RESPONSE_BODY_BYTES = 1024
 
 def seed(database: Any, tenant_id: str, endpoint_id: str, events: int, attempts_per_event: int) -> float:
     """Old, finished events, deliveries and attempts in three ``INSERT … SELECT`` statements; seconds taken."""
-    from webhooks.ids import _encode
+    from webhooks.storage.ids import _encode
 
     started = time.monotonic()
     then = datetime.now(timezone.utc).replace(tzinfo=None) - SEED_AGE
@@ -172,11 +172,11 @@ def main() -> int:
     import pika
 
     from app import create_app
-    from webhooks import db
+    from webhooks.storage import db
     from webhooks.cli import create_tenant, migrate
     from webhooks.config import Settings
-    from webhooks.models import Attempt, Delivery, Event
-    from webhooks.brokers import connect
+    from webhooks.storage.models import Attempt, Delivery, Event
+    from webhooks.messaging.brokers import connect
 
     name = f"bench_retention_{os.getpid()}"
     pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -142,7 +142,7 @@ def _is_floor(kind: str) -> bool:
 
 
 def _declare_floor_queue(queue: str, quorum: bool) -> None:
-    from webhooks.topology import DELIVERY_LIMIT, QUORUM  # the service's own primary-queue arguments
+    from webhooks.messaging.topology import DELIVERY_LIMIT, QUORUM  # the service's own primary-queue arguments
 
     arguments = {**QUORUM, "x-delivery-limit": DELIVERY_LIMIT} if quorum else {}
     connection = harness.amqp_connection()

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from webhooks.delivery.sender import Sender  # noqa: E402
-from webhooks.netguard import TargetPolicy  # noqa: E402
+from webhooks.delivery.netguard import TargetPolicy  # noqa: E402
 
 #: A webhook-shaped request: Standard Webhooks headers and a small JSON body.
 HEADERS = {

@@ -9,9 +9,9 @@ from typing import Any
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from webhooks.ids import new_id
-from webhooks.models import ALL_MODELS, Attempt, Delivery
-from webhooks.timeutil import utcnow
+from webhooks.storage.ids import new_id
+from webhooks.storage.models import ALL_MODELS, Attempt, Delivery
+from webhooks.storage.timeutil import utcnow
 
 #: Where test endpoints point (private targets are allowed in tests; nothing listens there).
 HOOK_URL = "http://127.0.0.1:9/hook"

@@ -16,7 +16,7 @@ import sys
 
 import psycopg2
 
-from webhooks.brokers import connect
+from webhooks.messaging.brokers import connect
 
 AMQP_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

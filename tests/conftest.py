@@ -22,13 +22,13 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from app import create_app
-from webhooks import db
-from webhooks.brokers import connect
+from webhooks.storage import db
+from webhooks.messaging.brokers import connect
 from webhooks.cli import create_tenant, migrate
 from webhooks.config import Settings
 from webhooks.console.models import CONSOLE_MODELS
-from webhooks.models import ALL_MODELS
-from webhooks.topology import Topology
+from webhooks.storage.models import ALL_MODELS
+from webhooks.messaging.topology import Topology
 from webhooks.delivery.engine import Engine
 
 AMQP_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -71,7 +71,7 @@ def postgres_database() -> Iterator[str | None]:
 def database_url(tmp_path: Any, postgres_database: str | None) -> Iterator[str]:
     """A fresh, migrated database for this test."""
     if postgres_database is None:
-        url = f"sqlite:///{tmp_path}/webhooks.db"
+        url = f"sqlite:///{tmp_path}/webhooks.storage.db"
         db.init_database(url)
         migrate()
         yield url
@@ -224,7 +224,7 @@ class IngestClock:
     """The time the ingest transaction reads (its rate-limit bucket refills by it), moved by hand."""
 
     def __init__(self) -> None:
-        from webhooks.timeutil import utcnow
+        from webhooks.storage.timeutil import utcnow
 
         self.now = utcnow()
 
@@ -241,7 +241,7 @@ class IngestClock:
 def ingest_clock(monkeypatch: pytest.MonkeyPatch) -> IngestClock:
     """Stop the ingest clock, so that rate-limit tests never depend on how fast requests run."""
     clock = IngestClock()
-    monkeypatch.setattr("webhooks.ingest.utcnow", clock)
+    monkeypatch.setattr("webhooks.ingest.accept.utcnow", clock)
     return clock
 
 

@@ -12,7 +12,7 @@ from werkzeug.test import TestResponse
 from tests.api_helpers import create_endpoint, make_attempt, post_event
 from webhooks.console.auth import create_staff
 from webhooks.console.models import StaffUser
-from webhooks.models import Delivery
+from webhooks.storage.models import Delivery
 
 #: Every test account has this password.
 PASSWORD = "correct horse battery"

@@ -14,11 +14,11 @@ from urllib.parse import quote
 import pytest
 
 from tests.smtp_server import PASSWORD, SmtpServer
-from webhooks.alert_emails import Digest, digest_for, recipient, render, send_pending
-from webhooks.ids import new_id
-from webhooks.mailer import MailError, SmtpConfig, send
-from webhooks.models import Alert, Delivery, Endpoint, Event, Tenant
-from webhooks.timeutil import isoformat, utcnow
+from webhooks.health.alert_emails import Digest, digest_for, recipient, render, send_pending
+from webhooks.storage.ids import new_id
+from webhooks.health.mailer import MailError, SmtpConfig, send
+from webhooks.storage.models import Alert, Delivery, Endpoint, Event, Tenant
+from webhooks.storage.timeutil import isoformat, utcnow
 
 PUBLIC_URL = "https://hooks.example.com"
 OFFLINE_REASON = "5 consecutive failures: HTTP 500"

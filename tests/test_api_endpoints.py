@@ -18,12 +18,12 @@ from tests.api_helpers import (
     row_counts,
 )
 from webhooks.config import Settings
-from webhooks import endpoint_windows
-from webhooks.models import Delivery, Endpoint, EndpointWindow
-from webhooks.publisher import Publisher
-from webhooks.releaser import Releaser
-from webhooks.signing import generate_secret, is_valid_secret, public_key
-from webhooks.timeutil import utcnow
+from webhooks.storage import endpoint_windows
+from webhooks.storage.models import Delivery, Endpoint, EndpointWindow
+from webhooks.messaging.publisher import Publisher
+from webhooks.health.releaser import Releaser
+from webhooks.delivery.signing import generate_secret, is_valid_secret, public_key
+from webhooks.storage.timeutil import utcnow
 
 #: The helpers' fixtures (``headers``, ``make_app``); to merge into conftest.py.
 

@@ -11,10 +11,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.api_helpers import DEAD_AMQP_URL, row_counts
-from webhooks import health
+from webhooks import readiness as health
 from webhooks.api import events as events_api
-from webhooks.auth_keys import revoke_api_keys
-from webhooks.models import Event, Tenant
+from webhooks.ingest.auth_keys import revoke_api_keys
+from webhooks.storage.models import Event, Tenant
 
 #: The helpers' fixtures (``headers``, ``make_app``); to merge into conftest.py.
 

@@ -16,7 +16,7 @@ from tests.api_helpers import (
     post_event,
     row_counts,
 )
-from webhooks.models import Delivery, Event, IdempotencyKey
+from webhooks.storage.models import Delivery, Event, IdempotencyKey
 
 #: The helpers' fixtures (``headers``, ``make_app``); to merge into conftest.py.
 

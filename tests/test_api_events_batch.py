@@ -12,10 +12,10 @@ from flask.testing import FlaskClient
 from tests.api_helpers import create_endpoint, post_event, row_counts
 from tests.conftest import IngestClock, queue_messages, wait_until
 from webhooks.config import Settings
-from webhooks.ingest import MAX_BATCH
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Delivery, Event
-from webhooks.schemas import BatchEventSchema
+from webhooks.ingest.accept import MAX_BATCH
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Delivery, Event
+from webhooks.api.schemas import BatchEventSchema
 
 
 def item(n: int = 0, event_type: str = "order.created", **fields: Any) -> dict[str, Any]:

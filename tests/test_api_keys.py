@@ -12,10 +12,10 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from webhooks import auth_keys
-from webhooks.auth_keys import KeyCache, LastUsed
-from webhooks.models import ApiKey
-from webhooks.timeutil import utcnow
+from webhooks.ingest import auth_keys
+from webhooks.ingest.auth_keys import KeyCache, LastUsed
+from webhooks.storage.models import ApiKey
+from webhooks.storage.timeutil import utcnow
 
 
 def bearer(api_key: str) -> dict[str, str]:

@@ -9,7 +9,7 @@ from tests.conftest import wait_until
 from tests.receivers import Receiver, sequence
 from tests.test_delivery_e2e import register
 from tests.test_listen import serve_api  # noqa: F401 - the fixture
-from webhooks.models import Delivery
+from webhooks.storage.models import Delivery
 
 #: The payload as the service received it, keys in this order.
 RAW_EVENT = b'{"event_type": "order.created", "payload": {"order_id": 42, "amount": 1999}}'

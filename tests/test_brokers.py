@@ -15,7 +15,7 @@ from flask import Flask
 
 from tests.api_helpers import DEAD_AMQP_URL
 from tests.conftest import AMQP_URL, SESSION_PREFIX, amqp_channel, settings_env
-from webhooks.brokers import BrokerUrlError, broker_parameters, connect, describe, redact
+from webhooks.messaging.brokers import BrokerUrlError, broker_parameters, connect, describe, redact
 from webhooks.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from webhooks.claims import ClaimState, claim, claim_many
-from webhooks.ids import new_id
-from webhooks.ingest import store_event
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Attempt, Delivery, Endpoint, Tenant
-from webhooks.outbox import message_for
-from webhooks.signing import generate_secret
-from webhooks.records import Outcome, record, record_many
-from webhooks.timeutil import utcnow
+from webhooks.delivery.claims import ClaimState, claim, claim_many
+from webhooks.storage.ids import new_id
+from webhooks.ingest.accept import store_event
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Attempt, Delivery, Endpoint, Tenant
+from webhooks.messaging.outbox import message_for
+from webhooks.delivery.signing import generate_secret
+from webhooks.delivery.records import Outcome, record, record_many
+from webhooks.storage.timeutil import utcnow
 
 from tests.api_helpers import HOOK_URL
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhooks.classify import MAX_RETRY_AFTER_SECONDS, classify, parse_retry_after
+from webhooks.delivery.classify import MAX_RETRY_AFTER_SECONDS, classify, parse_retry_after
 
 
 @pytest.mark.parametrize("status", [200, 201, 204, 299])

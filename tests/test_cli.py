@@ -14,10 +14,10 @@ import pytest
 from pathlib import Path
 from playhouse.migrations import Runner
 
-from webhooks import db
+from webhooks.storage import db
 from webhooks.cli import MIGRATIONS_DIR
-from webhooks.ids import new_id
-from webhooks.models import ApiKey, Tenant
+from webhooks.storage.ids import new_id
+from webhooks.storage.models import ApiKey, Tenant
 
 
 def bearer(api_key: str) -> dict[str, str]:

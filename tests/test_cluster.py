@@ -15,10 +15,10 @@ import pytest
 
 from bench.cluster import Cluster, free_base_port
 from tests.conftest import SESSION_PREFIX, wait_until
-from webhooks.brokers import connect
+from webhooks.messaging.brokers import connect
 from webhooks.config import Settings
-from webhooks.publisher import Publisher
-from webhooks.topology import Topology
+from webhooks.messaging.publisher import Publisher
+from webhooks.messaging.topology import Topology
 
 
 @pytest.fixture(scope="module")

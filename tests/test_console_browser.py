@@ -19,7 +19,7 @@ from tests.conftest import wait_until
 from tests.console_helpers import PASSWORD, staff
 from tests.receivers import Receiver, always, sequence
 from tests.test_delivery_e2e import register, send
-from webhooks.models import Delivery
+from webhooks.storage.models import Delivery
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

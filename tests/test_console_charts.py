@@ -17,7 +17,7 @@ from webhooks.console.formatting import (
     utc_text,
 )
 from webhooks.console.stats import HourStat, hourly
-from webhooks.ladder import Ladder
+from webhooks.messaging.ladder import Ladder
 
 NOW = datetime(2026, 11, 22, 10, 30)
 

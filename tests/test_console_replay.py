@@ -14,8 +14,8 @@ from tests.console_helpers import failed_delivery, log_in, post_form
 from webhooks.console import replay
 from webhooks.console.models import AuditEntry, ReplayJob
 from webhooks.console.queries import DeliveryFilter
-from webhooks.models import Delivery, Tenant
-from webhooks.timeutil import utcnow
+from webhooks.storage.models import Delivery, Tenant
+from webhooks.storage.timeutil import utcnow
 
 DEAD = DeliveryFilter(statuses=("failed",))
 

@@ -8,9 +8,9 @@ from flask.testing import FlaskClient
 
 from tests.api_helpers import DEAD_AMQP_URL, create_endpoint, make_attempt, post_event
 from tests.console_helpers import failed_delivery, log_in, post_form
-from webhooks import endpoint_windows
-from webhooks.models import Delivery, Endpoint, HealthChange, ManualAttempt
-from webhooks.timeutil import utcnow
+from webhooks.storage import endpoint_windows
+from webhooks.storage.models import Delivery, Endpoint, HealthChange, ManualAttempt
+from webhooks.storage.timeutil import utcnow
 
 XSS = "<script>alert(1)</script>"
 

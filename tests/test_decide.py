@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from webhooks.classify import Verdict, classify
+from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import after_attempt, wait_queue_for
-from webhooks.ladder import Ladder
-from webhooks.messages import DeliveryMessage
-from webhooks.topology import Topology
+from webhooks.messaging.ladder import Ladder
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.messaging.topology import Topology
 
 LADDER = Ladder.parse("5s,5m,30m,2h")
 TOPOLOGY = Topology("t", LADDER)

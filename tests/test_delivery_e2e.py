@@ -7,7 +7,7 @@ from standardwebhooks import Webhook
 
 from tests.conftest import wait_until
 from tests.receivers import Receiver, always, sequence
-from webhooks.models import Attempt, Delivery
+from webhooks.storage.models import Attempt, Delivery
 
 
 def register(client, headers, url: str, **fields):

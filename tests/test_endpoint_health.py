@@ -9,8 +9,8 @@ import time
 from tests.conftest import wait_until
 from tests.receivers import Receiver, RecordedRequest, always, pause, sequence
 from tests.test_delivery_e2e import register, send
-from webhooks.models import Alert, Delivery, Endpoint, Event, HealthChange
-from webhooks.recovery import disable_failing
+from webhooks.storage.models import Alert, Delivery, Endpoint, Event, HealthChange
+from webhooks.health.recovery import disable_failing
 
 
 def body(request: RecordedRequest) -> dict:
@@ -208,8 +208,8 @@ def test_a_release_interrupted_before_its_publish_is_finished_by_the_relay_exact
     client, tenant, auth, settings, start_worker
 ):
     from webhooks.clock import jobs, run_due
-    from webhooks.publisher import Publisher
-    from webhooks.releaser import Releaser
+    from webhooks.messaging.publisher import Publisher
+    from webhooks.health.releaser import Releaser
 
     with Receiver(always(200)) as receiver:
         endpoint = register(client, auth(tenant), receiver.url)

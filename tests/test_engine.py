@@ -16,7 +16,7 @@ from typing import Any, Callable
 from tests.conftest import queue_messages, settings_env, wait_until
 from tests.receivers import Receiver, RecordedRequest, Response, always, pause, sleep_then
 from tests.test_delivery_e2e import register, send
-from webhooks.models import Delivery
+from webhooks.storage.models import Delivery
 
 
 class InFlight:

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from webhooks import ids
-from webhooks.ids import has_prefix, new_id, new_ids
+from webhooks.storage import ids
+from webhooks.storage.ids import has_prefix, new_id, new_ids
 
 
 def test_an_id_has_its_prefix_and_26_characters_of_the_alphabet() -> None:

@@ -15,10 +15,10 @@ from typing import Iterator
 import pytest
 from flask.testing import FlaskClient
 
-from webhooks import auth_keys
-from webhooks.auth_keys import KeyCache, revoke_api_keys
-from webhooks.models import ApiKey, Tenant
-from webhooks.timeutil import utcnow
+from webhooks.ingest import auth_keys
+from webhooks.ingest.auth_keys import KeyCache, revoke_api_keys
+from webhooks.storage.models import ApiKey, Tenant
+from webhooks.storage.timeutil import utcnow
 
 
 class FakeClock:

@@ -17,13 +17,13 @@ from flask.testing import FlaskClient
 
 from tests.api_helpers import create_endpoint, post_event
 from tests.conftest import queue_messages, wait_until
-from webhooks import db
+from webhooks.storage import db
 from webhooks.config import Settings
-from webhooks.db import write
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Delivery
-from webhooks.outbox import BackgroundEnqueuer, mark_enqueued
-from webhooks.publisher import Outgoing
+from webhooks.storage.db import write
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Delivery
+from webhooks.messaging.outbox import BackgroundEnqueuer, mark_enqueued
+from webhooks.messaging.publisher import Outgoing
 
 
 class RecordingPublisher:

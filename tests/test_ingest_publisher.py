@@ -20,9 +20,9 @@ import pytest
 from tests.api_helpers import DEAD_AMQP_URL
 from tests.conftest import AMQP_URL, SESSION_PREFIX, amqp_channel, queue_messages
 from tests.tcp_proxy import TcpProxy
-from webhooks import publisher as publisher_module
-from webhooks.brokers import broker_parameters, describe
-from webhooks.publisher import ConfirmingLink, Outgoing, Publisher
+from webhooks.messaging import publisher as publisher_module
+from webhooks.messaging.brokers import broker_parameters, describe
+from webhooks.messaging.publisher import ConfirmingLink, Outgoing, Publisher
 
 
 def declare_queue(arguments: dict[str, Any] | None = None) -> str:

@@ -17,13 +17,14 @@ from flask.testing import FlaskClient
 
 from tests import concurrency
 from tests.api_helpers import create_endpoint, post_event
-from webhooks import db, ingest
+from webhooks.ingest import accept as ingest
+from webhooks.storage import db
 from webhooks.api.events import accepted_body
-from webhooks.db import write
-from webhooks.models import Delivery, Event, IdempotencyKey, Tenant
-from webhooks.pg_prepared import PreparedStatements
-from webhooks.schemas import EventSchema
-from webhooks.timeutil import utcnow
+from webhooks.storage.db import write
+from webhooks.storage.models import Delivery, Event, IdempotencyKey, Tenant
+from webhooks.storage.pg_prepared import PreparedStatements
+from webhooks.api.schemas import EventSchema
+from webhooks.storage.timeutil import utcnow
 
 PAYLOAD = {"order": {"id": 7, "lines": [1, 2, 3]}}
 
@@ -134,7 +135,7 @@ def test_deliveries_follow_subscriptions_and_parking(client: FlaskClient, header
     offline = create_endpoint(client, headers)["id"]
     deleted = create_endpoint(client, headers)["id"]
     client.delete(f"/v1/endpoints/{deleted}", headers=headers)
-    from webhooks.models import Endpoint
+    from webhooks.storage.models import Endpoint
 
     Endpoint.update(health="offline").where(Endpoint.id == offline).execute()
 

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhooks.durations import name_ms, parse_ms
-from webhooks.ladder import DEFAULT_LADDER, Ladder
-from webhooks.topology import Topology
+from webhooks.messaging.ladder import DEFAULT_LADDER, Ladder
+from webhooks.messaging.topology import Topology
 
 
 def test_default_ladder_makes_ten_attempts_over_about_three_days():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from webhooks.delivery.lanes import Lanes
 from webhooks.delivery.window import Signal
-from webhooks.messages import DeliveryMessage
+from webhooks.messaging.messages import DeliveryMessage
 
 
 def message(tenant: str, endpoint: str, n: int, trigger: str = "ladder") -> DeliveryMessage:

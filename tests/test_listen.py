@@ -36,13 +36,13 @@ from tests.receivers import (
     sequence,
     unused_port,
 )
-from webhooks import ingest
+from webhooks.ingest import accept as ingest
 from webhooks.config import Settings
 from webhooks.listen import CursorFile, Page, backoff, iter_pages
-from webhooks.models import Event, Tenant
-from webhooks.outgoing import body_bytes
-from webhooks.signing import generate_secret
-from webhooks.timeutil import isoformat
+from webhooks.storage.models import Event, Tenant
+from webhooks.delivery.outgoing import body_bytes
+from webhooks.delivery.signing import generate_secret
+from webhooks.storage.timeutil import isoformat
 
 ROOT = Path(__file__).resolve().parents[1]
 

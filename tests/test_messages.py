@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from webhooks.ids import has_prefix, new_id
-from webhooks.messages import DeliveryMessage, PoisonMessage
+from webhooks.storage.ids import has_prefix, new_id
+from webhooks.messaging.messages import DeliveryMessage, PoisonMessage
 
 MESSAGE = DeliveryMessage("dlv_1", "evt_1", "ep_1", "ten_1", "order.created", "2026-11-22T10:00:00.000Z", {"a": 1})
 

@@ -9,7 +9,7 @@ import textwrap
 from tests.conftest import settings_env, wait_until
 from tests.receivers import Receiver, always
 from tests.test_delivery_e2e import register, send
-from webhooks.models import Delivery
+from webhooks.storage.models import Delivery
 
 
 def scrape(client, **environ) -> tuple[int, str]:

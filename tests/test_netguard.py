@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhooks.netguard import (
+from webhooks.delivery.netguard import (
     URL_PATTERN,
     split_url,
     BlockedAddress,

@@ -20,13 +20,14 @@ import pytest
 from tests.conftest import DATABASE_KIND, wait_until
 from tests.receivers import Receiver, RecordedRequest, pause
 from tests.test_delivery_e2e import register, send
-from webhooks import clock, db
+from webhooks import clock
+from webhooks.storage import db
 from webhooks.clock import SessionLock
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Delivery, Endpoint, HealthChange
-from webhooks.publisher import Outgoing
-from webhooks.recovery import Step, oldest_parked, release_next, unpark_if_next
-from webhooks.releaser import IDLE_SECONDS, Releaser
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Delivery, Endpoint, HealthChange
+from webhooks.messaging.publisher import Outgoing
+from webhooks.health.recovery import Step, oldest_parked, release_next, unpark_if_next
+from webhooks.health.releaser import IDLE_SECONDS, Releaser
 
 
 class RecordingPublisher:

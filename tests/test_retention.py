@@ -11,13 +11,13 @@ import pytest
 
 from tests.api_helpers import create_endpoint, make_attempt, post_event
 from tests.conftest import DATABASE_KIND
-from webhooks import retention
+from webhooks.storage import retention
 from webhooks.api import events as events_api
 from webhooks.clock import jobs, tick
 from webhooks.config import Settings
-from webhooks.models import Attempt, Delivery, Event, IdempotencyKey, ManualAttempt, RetentionMark
-from webhooks.publisher import Publisher
-from webhooks.timeutil import utcnow
+from webhooks.storage.models import Attempt, Delivery, Event, IdempotencyKey, ManualAttempt, RetentionMark
+from webhooks.messaging.publisher import Publisher
+from webhooks.storage.timeutil import utcnow
 
 DAYS = 30
 

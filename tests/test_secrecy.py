@@ -26,9 +26,9 @@ from tests.conftest import wait_until
 from tests.console_helpers import log_in
 from tests.receivers import Receiver, always, raw_server, sleep_then, unused_port
 from webhooks.console.models import CONSOLE_MODELS
-from webhooks.endpoint_view import EndpointView
-from webhooks.models import ALL_MODELS, ApiKey, Attempt, Delivery, Endpoint
-from webhooks.signing import generate_secret, generate_signing_key, private_key
+from webhooks.delivery.endpoint_view import EndpointView
+from webhooks.storage.models import ALL_MODELS, ApiKey, Attempt, Delivery, Endpoint
+from webhooks.delivery.signing import generate_secret, generate_signing_key, private_key
 
 #: Delivery statuses after which nothing more happens without a person.
 SETTLED = ("delivered", "failed", "parked")

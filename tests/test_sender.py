@@ -30,7 +30,7 @@ from tests.receivers import Receiver, always, drip, raw_server, sequence, sleep_
 from webhooks.delivery.guard import GuardedConnector, GuardedResolver
 from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.sender import Sender
-from webhooks.netguard import IPAddress, Resolver, TargetPolicy, check_url
+from webhooks.delivery.netguard import IPAddress, Resolver, TargetPolicy, check_url
 
 OPEN = TargetPolicy(allow_private=True)
 STRICT = TargetPolicy()

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.verifiers import V1aVerificationError, verify_v1a
-from webhooks.outgoing import active_secrets, build_request
-from webhooks.signing import (
+from webhooks.delivery.outgoing import active_secrets, build_request
+from webhooks.delivery.signing import (
     generate_secret,
     generate_signing_key,
     is_valid_secret,

@@ -16,7 +16,7 @@ from tests.api_helpers import create_endpoint, post_event, row_counts
 from tests.conftest import wait_until
 from tests.receivers import Receiver
 from webhooks.config import Settings
-from webhooks.models import Attempt, Delivery, Endpoint
+from webhooks.storage.models import Attempt, Delivery, Endpoint
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import pika
 from tests.conftest import amqp_channel, queue_messages, wait_until
 from tests.receivers import Receiver, always
 from tests.test_delivery_e2e import register, send
-from webhooks import sweeper
-from webhooks.models import Delivery
-from webhooks.publisher import Publisher
-from webhooks.timeutil import utcnow
+from webhooks.delivery import sweeper
+from webhooks.storage.models import Delivery
+from webhooks.messaging.publisher import Publisher
+from webhooks.storage.timeutil import utcnow
 
 #: How long ago the lost deliveries were due, against the sweeper's threshold.
 LONG_AGO = timedelta(seconds=sweeper.STUCK_AFTER_SECONDS + 60)

@@ -13,9 +13,9 @@ from tests.conftest import SESSION_PREFIX, amqp_channel, queue_messages, setting
 from tests.receivers import Receiver, always, sequence, sleep_then
 from tests.test_delivery_e2e import register, send
 from webhooks.clock import tick
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Attempt, Delivery
-from webhooks.publisher import Publisher
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Attempt, Delivery
+from webhooks.messaging.publisher import Publisher
 
 
 def delivery_of(event_id: str, status: str):

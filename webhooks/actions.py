@@ -9,18 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from webhooks import presence
-from webhooks.db import locking, retrying, write
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Delivery, Endpoint, Event, ManualAttempt
-from webhooks.outbox import message_for, publish_messages
-from webhooks.publisher import Publisher
-from webhooks.statuses import LADDER_STATUSES, UNFINISHED_STATUSES
-from webhooks.timeutil import to_naive_utc, utcnow
-from webhooks.topology import Topology
+from webhooks.health import presence
+from webhooks.storage.db import locking, retrying, write
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Delivery, Endpoint, Event, ManualAttempt
+from webhooks.messaging.outbox import message_for, publish_messages
+from webhooks.messaging.publisher import Publisher
+from webhooks.storage.statuses import LADDER_STATUSES, UNFINISHED_STATUSES
+from webhooks.storage.timeutil import to_naive_utc, utcnow
+from webhooks.messaging.topology import Topology
 
 #: Deliveries ``recover`` resends: parked ones are not among them, they wait for the
-#: endpoint and are released in order (``webhooks.releaser``), their attempts intact.
+#: endpoint and are released in order (``webhooks.health.releaser``), their attempts intact.
 RECOVERABLE_STATUSES = ("failed",)
 
 
@@ -49,7 +49,7 @@ class Requester:
 
 
 def _context(publisher: Publisher | None, topology: Topology | None) -> tuple[Publisher, Topology]:
-    from webhooks.ingest import request_defaults
+    from webhooks.ingest.accept import request_defaults
 
     publisher, topology, _ = request_defaults(publisher, topology)
     return publisher, topology

@@ -11,12 +11,12 @@ from flask import Flask
 from peewee import IntegrityError, fn
 from playhouse.migrations import Runner
 
-from webhooks.auth_keys import KeyNotFound, create_api_key, live_keys, revoke_key, rotate_key
-from webhooks.db import database, write
+from webhooks.ingest.auth_keys import KeyNotFound, create_api_key, live_keys, revoke_key, rotate_key
+from webhooks.storage.db import database, write
 from webhooks.durations import parse_seconds
-from webhooks.ids import new_id
-from webhooks.models import ApiKey, Tenant
-from webhooks.timeutil import isoformat
+from webhooks.storage.ids import new_id
+from webhooks.storage.models import ApiKey, Tenant
+from webhooks.storage.timeutil import isoformat
 
 #: A plausible email address (the SMTP server has the last word).
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")

@@ -25,15 +25,18 @@ from typing import Any, Callable
 
 import peewee
 
-from webhooks import alert_emails, db, logs, operational, recovery, retention, sweeper
+from webhooks import logs
+from webhooks.delivery import sweeper
+from webhooks.health import alert_emails, operational, recovery
+from webhooks.storage import db, retention
 from webhooks.config import Settings
-from webhooks.ingest import IDEMPOTENCY_TTL
-from webhooks.mailer import SmtpConfig
-from webhooks.models import IdempotencyKey
-from webhooks.outbox import relay_once
-from webhooks.publisher import Publisher
-from webhooks.releaser import Releaser
-from webhooks.timeutil import utcnow
+from webhooks.ingest.accept import IDEMPOTENCY_TTL
+from webhooks.health.mailer import SmtpConfig
+from webhooks.storage.models import IdempotencyKey
+from webhooks.messaging.outbox import relay_once
+from webhooks.messaging.publisher import Publisher
+from webhooks.health.releaser import Releaser
+from webhooks.storage.timeutil import utcnow
 
 log = logging.getLogger(__name__)
 

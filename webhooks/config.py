@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from webhooks.brokers import broker_parameters
+from webhooks.messaging.brokers import broker_parameters
 from webhooks.durations import parse_seconds
-from webhooks.ladder import DEFAULT_LADDER, Ladder
-from webhooks.topology import Topology
+from webhooks.messaging.ladder import DEFAULT_LADDER, Ladder
+from webhooks.messaging.topology import Topology
 
 
 def _whole_days(name: str, text: str) -> int:
@@ -26,7 +26,7 @@ def _whole_days(name: str, text: str) -> int:
 class Settings:
     """Every knob the processes read; names match the environment variables."""
 
-    database_url: str = "sqlite:///webhooks.db"
+    database_url: str = "sqlite:///webhooks.storage.db"
     amqp_url: str = "amqp://guest:guest@localhost:5672/%2F"
     queue_prefix: str = "webhooks"
     ladder: Ladder = field(default_factory=lambda: Ladder.parse(DEFAULT_LADDER))
@@ -45,7 +45,7 @@ class Settings:
     release_rate: float = 20.0
     disable_after: float = 5 * 86400.0
     #: Days an event is kept, with its deliveries and attempts, after it and its last
-    #: activity (``webhooks.retention``); what still waits for delivery is never purged.
+    #: activity (``webhooks.storage.retention``); what still waits for delivery is never purged.
     retention_days: int = 30
     smtp_url: str | None = None
     worker_prefetch: int = 10_000

@@ -23,9 +23,9 @@ import httpx
 from flask import Flask
 
 from webhooks.event_types import EVENT_TYPE_PATTERN, wants
-from webhooks.outgoing import USER_AGENT, build_request
-from webhooks.schemas import MAX_PAGE_SIZE
-from webhooks.signing import is_valid_secret
+from webhooks.delivery.outgoing import USER_AGENT, build_request
+from webhooks.api.schemas import MAX_PAGE_SIZE
+from webhooks.delivery.signing import is_valid_secret
 
 #: Events asked for per page of the feed (the API allows up to ``MAX_PAGE_SIZE``).
 DEFAULT_LIMIT = 100

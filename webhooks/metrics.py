@@ -20,10 +20,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from webhooks import endpoint_windows
-from webhooks.brokers import connect
-from webhooks.models import Delivery, Endpoint
-from webhooks.timeutil import utcnow
+from webhooks.storage import endpoint_windows
+from webhooks.messaging.brokers import connect
+from webhooks.storage.models import Delivery, Endpoint
+from webhooks.storage.timeutil import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from werkzeug.exceptions import (
 
 from webhooks import metrics
 from webhooks.actions import BrokerUnavailable
-from webhooks.ingest import RateLimited
+from webhooks.ingest.accept import RateLimited
 from webhooks.api import fast_ingest, register_blueprints
 from webhooks.api.error_docs import ErrorResponsesPlugin
 

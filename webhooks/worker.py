@@ -13,7 +13,8 @@ import signal
 import sys
 from typing import Any
 
-from webhooks import db, logs
+from webhooks import logs
+from webhooks.storage import db
 from webhooks.config import Settings
 from webhooks.delivery.engine import Engine
 

@@ -9,8 +9,8 @@ from flask import g
 from flask_smorest import abort
 
 from webhooks.actions import Requester
-from webhooks.ids import has_prefix
-from webhooks.models import Attempt, BaseModel, Delivery, Endpoint, Event, Tenant
+from webhooks.storage.ids import has_prefix
+from webhooks.storage.models import Attempt, BaseModel, Delivery, Endpoint, Event, Tenant
 
 #: The models a tenant owns and the API looks up by id.
 M = TypeVar("M", Endpoint, Event, Delivery)

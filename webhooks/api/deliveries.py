@@ -10,9 +10,9 @@ from flask_smorest import abort
 from webhooks import actions
 from webhooks.api.common import api_requester, attempt_page, get_owned, recent_attempts
 from webhooks.api.parsing import Blueprint
-from webhooks.auth import require_tenant
-from webhooks.models import Attempt, Delivery
-from webhooks.schemas import AttemptListArgsSchema, AttemptPageSchema, DeliveryDetailSchema, DeliverySchema
+from webhooks.api.auth import require_tenant
+from webhooks.storage.models import Attempt, Delivery
+from webhooks.api.schemas import AttemptListArgsSchema, AttemptPageSchema, DeliveryDetailSchema, DeliverySchema
 
 blp = Blueprint("deliveries", __name__, url_prefix="/v1/deliveries", description="Deliveries and resends")
 blp.before_request(require_tenant)

@@ -9,14 +9,16 @@ from flask.views import MethodView
 from flask_smorest import abort
 from peewee import fn
 
-from webhooks import actions, db, endpoint_windows, netguard
+from webhooks import actions
+from webhooks.delivery import netguard
+from webhooks.storage import db, endpoint_windows
 from webhooks.api.common import api_requester, attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
-from webhooks.auth import require_tenant
-from webhooks.ids import new_id
-from webhooks.models import Attempt, Delivery, Endpoint, HealthChange
-from webhooks.presence import health_of
-from webhooks.schemas import (
+from webhooks.api.auth import require_tenant
+from webhooks.storage.ids import new_id
+from webhooks.storage.models import Attempt, Delivery, Endpoint, HealthChange
+from webhooks.health.presence import health_of
+from webhooks.api.schemas import (
     AttemptPageSchema,
     AttemptListArgsSchema,
     EndpointListArgsSchema,
@@ -31,8 +33,8 @@ from webhooks.schemas import (
     SecretRotateSchema,
     SecretSchema,
 )
-from webhooks.signing import generate_key, scheme_of
-from webhooks.timeutil import seconds, utcnow
+from webhooks.delivery.signing import generate_key, scheme_of
+from webhooks.storage.timeutil import seconds, utcnow
 
 #: Health changes shown by ``GET /v1/endpoints/<id>/health``.
 MAX_HEALTH_CHANGES = 100

@@ -8,14 +8,15 @@ from flask import current_app, jsonify, request, url_for
 from flask.views import MethodView
 from flask_smorest import abort
 
-from webhooks import ingest, retention
-from webhooks.ingest import MAX_BATCH, NewEvent
+from webhooks.ingest import accept as ingest
+from webhooks.storage import retention
+from webhooks.ingest.accept import MAX_BATCH, NewEvent
 from webhooks.api.common import attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
-from webhooks.auth import require_tenant
-from webhooks.models import Attempt, Delivery, Event
-from webhooks.timeutil import isoformat
-from webhooks.schemas import (
+from webhooks.api.auth import require_tenant
+from webhooks.storage.models import Attempt, Delivery, Event
+from webhooks.storage.timeutil import isoformat
+from webhooks.api.schemas import (
     AttemptPageSchema,
     EventBatchSchema,
     AttemptListArgsSchema,

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 from flask import Flask, request
 
-from webhooks import auth_keys, ingest
+from webhooks.ingest import accept as ingest, auth_keys
 from webhooks.api.events import (
     EVENT_CREATE,
     EVENT_CREATE_MANY,
@@ -33,7 +33,7 @@ from webhooks.api.events import (
     batch_body,
 )
 from webhooks.api.parsing import fast_load_body, fast_load_headers, loads_strict
-from webhooks.ingest import MAX_BATCH, NewEvent
+from webhooks.ingest.accept import MAX_BATCH, NewEvent
 
 #: Paths the shortcut may answer.
 SINGLE, BATCH = "/v1/events", "/v1/events/batch"

@@ -7,14 +7,14 @@ from typing import Any, NoReturn
 from flask.views import MethodView
 from flask_smorest import abort
 
-from webhooks import auth_keys
+from webhooks.ingest import auth_keys
 from webhooks.api.common import current_tenant
 from webhooks.api.parsing import Blueprint
-from webhooks.auth import require_tenant
-from webhooks.db import write
+from webhooks.api.auth import require_tenant
+from webhooks.storage.db import write
 from webhooks.durations import parse_seconds
-from webhooks.models import ApiKey
-from webhooks.schemas import (
+from webhooks.storage.models import ApiKey
+from webhooks.api.schemas import (
     ApiKeyCreatedSchema,
     ApiKeyCreateSchema,
     ApiKeyListSchema,

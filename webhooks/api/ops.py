@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask.views import MethodView
 
-from webhooks import health
+from webhooks import readiness as health
 from webhooks.api.parsing import Blueprint
-from webhooks.schemas import HealthSchema
+from webhooks.api.schemas import HealthSchema
 
 blp = Blueprint("ops", __name__, description="Operations")
 

@@ -9,7 +9,7 @@ import peewee
 
 from webhooks.actions import Requester
 from webhooks.console.models import AuditEntry
-from webhooks.db import retrying
+from webhooks.storage.db import retrying
 
 
 @retrying

@@ -32,8 +32,8 @@ from werkzeug.wrappers import Response
 
 from webhooks.console.blueprint import bp
 from webhooks.console.models import ROLES, StaffUser
-from webhooks.db import write
-from webhooks.timeutil import utcnow
+from webhooks.storage.db import write
+from webhooks.storage.timeutil import utcnow
 
 #: Seconds a failed login waits before answering (``CONSOLE_LOGIN_DELAY`` overrides it).
 LOGIN_FAILURE_DELAY = 1.0

@@ -10,7 +10,7 @@ from markupsafe import Markup
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from webhooks.console import formatting
-from webhooks.timeutil import isoformat, utcnow
+from webhooks.storage.timeutil import isoformat, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from webhooks.console import audit, replay
 from webhooks.console.auth import StaffError, create_staff
 from webhooks.console.models import ROLES, ReplayJob, StaffUser
 from webhooks.console.queries import DeliveryFilter, FilterError
-from webhooks.db import connection
+from webhooks.storage.db import connection
 from webhooks.cli import tenant_info
-from webhooks.models import Delivery, Tenant
-from webhooks.timeutil import isoformat, utcnow
+from webhooks.storage.models import Delivery, Tenant
+from webhooks.storage.timeutil import isoformat, utcnow
 
 
 def _read_password(from_stdin: bool) -> str:

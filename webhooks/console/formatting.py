@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from webhooks.durations import name_ms, parse_seconds
-from webhooks.ladder import Ladder
-from webhooks.statuses import LADDER_STATUSES
-from webhooks.timeutil import to_naive_utc
+from webhooks.messaging.ladder import Ladder
+from webhooks.storage.statuses import LADDER_STATUSES
+from webhooks.storage.timeutil import to_naive_utc
 
 #: (seconds in the unit, singular, plural) from largest to smallest, for "3 min ago".
 _UNITS = ((86_400, "day", "days"), (3_600, "h", "h"), (60, "min", "min"), (1, "s", "s"))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import peewee
 
-from webhooks.db import database
-from webhooks.models import JSONField
-from webhooks.timeutil import utcnow
+from webhooks.storage.db import database
+from webhooks.storage.models import JSONField
+from webhooks.storage.timeutil import utcnow
 
 #: Roles a staff account may have; operators may also change things.
 ROLES = ("viewer", "operator")
@@ -82,5 +82,5 @@ class ReplayJob(ConsoleModel):
         return 100 if not self.total else min(100, int(self.done * 100 / self.total))
 
 
-#: Creation order (parents first); tests truncate these with ``webhooks.models.ALL_MODELS``.
+#: Creation order (parents first); tests truncate these with ``webhooks.storage.models.ALL_MODELS``.
 CONSOLE_MODELS: tuple[type[ConsoleModel], ...] = (StaffUser, AuditEntry, ReplayJob)

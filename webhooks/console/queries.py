@@ -10,9 +10,9 @@ from typing import Any
 import peewee
 
 from webhooks.console.formatting import parse_when
-from webhooks.ids import has_prefix
-from webhooks.models import Delivery, Endpoint, Event, Tenant
-from webhooks.timeutil import isoformat, utcnow
+from webhooks.storage.ids import has_prefix
+from webhooks.storage.models import Delivery, Endpoint, Event, Tenant
+from webhooks.storage.timeutil import isoformat, utcnow
 
 #: Rows per page of every list.
 PAGE_SIZE = 50

@@ -24,10 +24,10 @@ from webhooks.config import Settings
 from webhooks.console import audit
 from webhooks.console.models import ReplayJob
 from webhooks.console.queries import DeliveryFilter
-from webhooks.db import connection
-from webhooks.models import Delivery
-from webhooks.publisher import Publisher
-from webhooks.timeutil import utcnow
+from webhooks.storage.db import connection
+from webhooks.storage.models import Delivery
+from webhooks.messaging.publisher import Publisher
+from webhooks.storage.timeutil import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ import peewee
 import pika
 import pika.exceptions
 
-from webhooks.brokers import connect
+from webhooks.messaging.brokers import connect
 from webhooks.console.formatting import cause_label
 from webhooks.console.queries import UNDELIVERED
-from webhooks.models import Attempt, Delivery, Endpoint, Tenant
-from webhooks.topology import Topology
+from webhooks.storage.models import Attempt, Delivery, Endpoint, Tenant
+from webhooks.messaging.topology import Topology
 
 #: How long the overview waits for the broker before it says "broker unavailable" (s).
 BROKER_TIMEOUT = 1.0

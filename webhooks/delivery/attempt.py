@@ -15,18 +15,18 @@ from datetime import datetime
 from typing import Any
 
 from webhooks import metrics
-from webhooks.claims import Claim, ClaimState
-from webhooks.classify import Verdict, classify
+from webhooks.delivery.claims import Claim, ClaimState
+from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
 from webhooks.delivery.lanes import Held
 from webhooks.delivery.runtime import Runtime, Stopping
 from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.window import Signal, signal_of
-from webhooks.ids import new_id
-from webhooks.messages import DeliveryMessage
-from webhooks.outgoing import active_secrets, build_request
-from webhooks.records import Outcome
-from webhooks.timeutil import utcnow
+from webhooks.storage.ids import new_id
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.delivery.outgoing import active_secrets, build_request
+from webhooks.delivery.records import Outcome
+from webhooks.storage.timeutil import utcnow
 
 log = logging.getLogger(__name__)
 

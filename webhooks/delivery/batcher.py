@@ -15,7 +15,7 @@ from typing import Any, Callable, Generic, Sequence, TypeVar
 
 import peewee
 
-from webhooks import db
+from webhooks.storage import db
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -23,7 +23,7 @@ import pika.frame
 import pika.spec
 from pika.adapters.asyncio_connection import AsyncioConnection
 
-from webhooks.publisher import message_properties
+from webhooks.messaging.publisher import message_properties
 
 log = logging.getLogger(__name__)
 

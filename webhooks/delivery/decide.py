@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from webhooks.classify import Verdict
-from webhooks.ladder import Ladder
-from webhooks.messages import DeliveryMessage
-from webhooks.statuses import LADDER_STATUSES
-from webhooks.topology import DEFER_MS, Topology
+from webhooks.delivery.classify import Verdict
+from webhooks.messaging.ladder import Ladder
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.statuses import LADDER_STATUSES
+from webhooks.messaging.topology import DEFER_MS, Topology
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from typing import Any, Sequence
 import pika
 
 from webhooks import metrics
-from webhooks.brokers import broker_parameters
-from webhooks.claims import claim_many
+from webhooks.messaging.brokers import broker_parameters
+from webhooks.delivery.claims import claim_many
 from webhooks.config import Settings
 from webhooks.delivery.attempt import LEASE_MARGIN_SECONDS, Attempts
 from webhooks.delivery.batcher import Batcher
@@ -41,12 +41,12 @@ from webhooks.delivery.runtime import REQUEUE_PAUSE_SECONDS, Runtime
 from webhooks.delivery.sender import Sender
 from webhooks.delivery.spill import Spiller
 from webhooks.delivery.upkeep import Upkeep
-from webhooks.messages import DeliveryMessage, PoisonMessage
-from webhooks.netguard import TargetPolicy
-from webhooks.outbox import mark_enqueued
-from webhooks.outgoing import USER_AGENT
-from webhooks.records import record_many
-from webhooks.topology import DEFER_MS
+from webhooks.messaging.messages import DeliveryMessage, PoisonMessage
+from webhooks.delivery.netguard import TargetPolicy
+from webhooks.messaging.outbox import mark_enqueued
+from webhooks.delivery.outgoing import USER_AGENT
+from webhooks.delivery.records import record_many
+from webhooks.messaging.topology import DEFER_MS
 
 log = logging.getLogger(__name__)
 

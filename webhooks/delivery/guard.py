@@ -23,7 +23,7 @@ from aiohttp.client_reqrep import ClientRequest
 from aiohttp.helpers import is_ip_address
 from aiohttp.tracing import Trace
 
-from webhooks.netguard import BlockedAddress, Resolver, TargetPolicy, resolve
+from webhooks.delivery.netguard import BlockedAddress, Resolver, TargetPolicy, resolve
 
 #: DNS lookups running at once (one thread each); more wait their turn, within their attempt's
 #: deadline. aiohttp already merges concurrent lookups of one host into one.

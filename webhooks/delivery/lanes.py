@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from webhooks.delivery.window import Window
-from webhooks.messages import DeliveryMessage
+from webhooks.messaging.messages import DeliveryMessage
 
 
 @dataclass(eq=False)

@@ -16,15 +16,15 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import peewee
 
-from webhooks.claims import Claim
+from webhooks.delivery.claims import Claim
 from webhooks.config import Settings
 from webhooks.delivery.batcher import Batcher, database_work
 from webhooks.delivery.broker import Session
 from webhooks.delivery.lag import LoopLag
 from webhooks.delivery.lanes import Lanes
 from webhooks.delivery.sender import Sender
-from webhooks.messages import DeliveryMessage
-from webhooks.records import Outcome
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.delivery.records import Outcome
 
 log = logging.getLogger(__name__)
 

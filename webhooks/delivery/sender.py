@@ -22,7 +22,7 @@ from yarl import URL
 
 from webhooks.delivery.guard import GuardedConnector, GuardedResolver
 from webhooks.delivery.http_result import MAX_ERROR_CHARS, HttpResult
-from webhooks.netguard import ALLOWED_SCHEMES, BlockedAddress, Resolver, TargetPolicy, UnresolvableHost
+from webhooks.delivery.netguard import ALLOWED_SCHEMES, BlockedAddress, Resolver, TargetPolicy, UnresolvableHost
 
 #: Response bytes kept by default (the design stores at most the first 20 KB of a response).
 DEFAULT_MAX_BODY = 20 * 1024

@@ -6,7 +6,7 @@ hands a worker ``WORKER_PREFETCH`` unacknowledged messages, and whatever sits be
 flood in the queue waits until the worker has room for more. So when a process's
 messages (waiting and in flight) come near its prefetch, or a lane holds more than
 ``HOLD_SECONDS`` of its own pace, the newest messages of the longest lanes go to the
-database (``webhooks.backlog.spill``) and are acked: the queue keeps moving for every
+database (``webhooks.delivery.backlog.spill``) and are acked: the queue keeps moving for every
 other tenant and endpoint, and memory stays bounded. A lane
 with a backlog in the database fetches it back, oldest first, whenever it runs short;
 every worker also looks for backlogs nobody is fetching (a worker that died) every
@@ -19,10 +19,10 @@ import asyncio
 import logging
 from typing import Sequence
 
-from webhooks import backlog
+from webhooks.delivery import backlog
 from webhooks.delivery.lanes import Held, Lane
 from webhooks.delivery.runtime import Runtime, Stopping
-from webhooks.messages import DeliveryMessage
+from webhooks.messaging.messages import DeliveryMessage
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import math
 import os
 import socket
 
-from webhooks import endpoint_windows
+from webhooks.storage import endpoint_windows
 from webhooks.delivery.runtime import Runtime
 from webhooks.delivery.spill import Spiller
 

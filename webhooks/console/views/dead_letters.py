@@ -20,7 +20,7 @@ from webhooks.console.blueprint import bp
 from webhooks.console.models import ReplayJob
 from webhooks.console.queries import DeliveryFilter, page
 from webhooks.console.views.common import get_or_404, read_filter
-from webhooks.models import Delivery
+from webhooks.storage.models import Delivery
 
 #: Dead letters are the failed deliveries (design decision 3).
 DEAD = {"statuses": ("failed",)}

@@ -7,15 +7,16 @@ from datetime import timedelta
 from flask import g, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from webhooks import actions, endpoint_windows
+from webhooks import actions
+from webhooks.storage import endpoint_windows
 from webhooks.console import audit, charts, stats
 from webhooks.console.auth import current_staff, operator_required
 from webhooks.console.blueprint import bp
 from webhooks.console.formatting import parse_when
 from webhooks.console.queries import page
 from webhooks.console.views.common import get_or_404, perform, staff_requester
-from webhooks.models import Delivery, Endpoint, HealthChange, Tenant
-from webhooks.timeutil import isoformat
+from webhooks.storage.models import Delivery, Endpoint, HealthChange, Tenant
+from webhooks.storage.timeutil import isoformat
 
 #: The list's state filter: name -> condition.
 STATES = {

@@ -12,7 +12,7 @@ from webhooks.console.auth import operator_required
 from webhooks.console.blueprint import bp
 from webhooks.console.formatting import next_attempt_holds, requester_label, tier_label
 from webhooks.console.views.common import back, get_or_404, perform, staff_requester
-from webhooks.models import ApiKey, Attempt, Delivery, Endpoint, Event, ManualAttempt, Tenant
+from webhooks.storage.models import ApiKey, Attempt, Delivery, Endpoint, Event, ManualAttempt, Tenant
 
 #: How much of a stored response body the timeline shows (the rest is counted).
 BODY_PREVIEW = 2000

@@ -10,7 +10,7 @@ from webhooks.console import audit, stats
 from webhooks.console.blueprint import bp
 from webhooks.console.models import AuditEntry, ReplayJob
 from webhooks.console.queries import STATUSES
-from webhooks.models import Delivery
+from webhooks.storage.models import Delivery
 
 #: The windows of the status table: (label, ``since`` of the linked search, length).
 WINDOWS = (("last hour", "1h", timedelta(hours=1)), ("last 24 hours", "24h", timedelta(hours=24)))

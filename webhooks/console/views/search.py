@@ -14,8 +14,8 @@ from webhooks.console.queries import (
     page,
 )
 from webhooks.console.views.common import get_or_404, read_filter
-from webhooks.ids import has_prefix
-from webhooks.models import Delivery
+from webhooks.storage.ids import has_prefix
+from webhooks.storage.models import Delivery
 
 
 @bp.route("/search")

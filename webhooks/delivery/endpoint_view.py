@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from webhooks.models import Endpoint
+from webhooks.storage.models import Endpoint
 
 
 @dataclass(frozen=True)

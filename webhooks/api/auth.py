@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import g, request
 from flask_smorest import abort
 
-from webhooks import auth_keys
+from webhooks.ingest import auth_keys
 
 #: Sent with every 401 so clients know which scheme to use (RFC 6750).
 CHALLENGE = {"WWW-Authenticate": "Bearer"}

@@ -1,7 +1,7 @@
 """What the clock does for endpoints that were away: release, probe, and give up.
 
 - ``release_next`` / ``unpark_if_next``: the steps of releasing a recovering endpoint's
-  parked deliveries in order, one at a time; ``webhooks.releaser`` paces them.
+  parked deliveries in order, one at a time; ``webhooks.health.releaser`` paces them.
 - ``promote_probes``: an offline endpoint whose probe finished gets a new probe, the
   oldest parked delivery, so somebody keeps knocking.
 - ``disable_failing``: an endpoint failing with no success for ``DISABLE_AFTER`` is disabled.
@@ -21,14 +21,14 @@ from datetime import timedelta
 
 from peewee import fn
 
-from webhooks import presence
-from webhooks.db import durable_commit, locking, relaxed_commit, retrying, write
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Delivery, Endpoint, Event
-from webhooks.outbox import enqueue, message_for
-from webhooks.publisher import Publisher
-from webhooks.timeutil import utcnow
-from webhooks.topology import Topology
+from webhooks.health import presence
+from webhooks.storage.db import durable_commit, locking, relaxed_commit, retrying, write
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Delivery, Endpoint, Event
+from webhooks.messaging.outbox import enqueue, message_for
+from webhooks.messaging.publisher import Publisher
+from webhooks.storage.timeutil import utcnow
+from webhooks.messaging.topology import Topology
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from urllib.parse import quote, urlsplit
 
 import jinja2
 
-from webhooks.alert_digest import Digest, digest_for
-from webhooks.db import connection, write
-from webhooks.mailer import MailError, SmtpConfig, send
-from webhooks.models import Alert, Endpoint, Tenant
-from webhooks.timeutil import isoformat, utcnow
+from webhooks.health.alert_digest import Digest, digest_for
+from webhooks.storage.db import connection, write
+from webhooks.health.mailer import MailError, SmtpConfig, send
+from webhooks.storage.models import Alert, Endpoint, Tenant
+from webhooks.storage.timeutil import isoformat, utcnow
 
 __all__ = ["DATA_KEYS", "Digest", "digest_for", "recipient", "render", "send_pending"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from webhooks.brokers import connect
-from webhooks.db import database
+from webhooks.messaging.brokers import connect
+from webhooks.storage.db import database
 
 
 def database_status() -> str:

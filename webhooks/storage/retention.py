@@ -28,10 +28,10 @@ from typing import Callable, Iterable, Sequence
 
 import peewee
 
-from webhooks.db import locking, write
-from webhooks.models import Attempt, Delivery, Event, IdempotencyKey, ManualAttempt, RetentionMark
-from webhooks.statuses import UNFINISHED_STATUSES
-from webhooks.timeutil import utcnow
+from webhooks.storage.db import locking, write
+from webhooks.storage.models import Attempt, Delivery, Event, IdempotencyKey, ManualAttempt, RetentionMark
+from webhooks.storage.statuses import UNFINISHED_STATUSES
+from webhooks.storage.timeutil import utcnow
 
 log = logging.getLogger(__name__)
 

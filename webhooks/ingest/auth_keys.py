@@ -35,9 +35,9 @@ from typing import Any, Callable
 
 import peewee
 
-from webhooks.ids import has_prefix, new_id
-from webhooks.models import ApiKey, Tenant
-from webhooks.timeutil import utcnow
+from webhooks.storage.ids import has_prefix, new_id
+from webhooks.storage.models import ApiKey, Tenant
+from webhooks.storage.timeutil import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ import logging
 
 import pika
 
-from webhooks import backlog
-from webhooks.brokers import broker_parameters
-from webhooks.outbox import message_for, publish_messages
-from webhooks.publisher import Publisher
-from webhooks.timeutil import utcnow
-from webhooks.topology import Topology
+from webhooks.delivery import backlog
+from webhooks.messaging.brokers import broker_parameters
+from webhooks.messaging.outbox import message_for, publish_messages
+from webhooks.messaging.publisher import Publisher
+from webhooks.storage.timeutil import utcnow
+from webhooks.messaging.topology import Topology
 
 log = logging.getLogger(__name__)
 

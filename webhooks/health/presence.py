@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from webhooks.models import Alert, Delivery, Endpoint, HealthChange
+from webhooks.storage.models import Alert, Delivery, Endpoint, HealthChange
 
 ONLINE, OFFLINE, RECOVERING, DISABLED = "online", "offline", "recovering", "disabled"
 

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Sequence
 
-from webhooks import presence, sqltext
-from webhooks.db import database, durable_commit, is_postgres, relaxed_commit, retrying, write
-from webhooks.endpoint_view import EndpointView
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Delivery, Endpoint
-from webhooks.statuses import LADDER_STATUSES, MANUAL_STATUSES, UNFINISHED_STATUSES
-from webhooks.timeutil import utcnow
+from webhooks.health import presence
+from webhooks.storage import sqltext
+from webhooks.storage.db import database, durable_commit, is_postgres, relaxed_commit, retrying, write
+from webhooks.delivery.endpoint_view import EndpointView
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Delivery, Endpoint
+from webhooks.storage.statuses import LADDER_STATUSES, MANUAL_STATUSES, UNFINISHED_STATUSES
+from webhooks.storage.timeutil import utcnow
 
 
 class ClaimState(enum.Enum):

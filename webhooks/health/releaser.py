@@ -8,7 +8,7 @@ soon as there can be something to do: right after the released delivery is expec
 be done (then every ``POLL_SECONDS``), at the endpoint's next rate slot, or every
 ``IDLE_SECONDS`` while nothing recovers. So the drain is limited by ``RELEASE_RATE``
 and the round trip of one delivery, not by a clock tick. The release steps themselves
-(and their guards) are in ``webhooks.recovery``.
+(and their guards) are in ``webhooks.health.recovery``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from webhooks import presence
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Delivery
-from webhooks.outbox import enqueue, message_for
-from webhooks.publisher import Publisher
-from webhooks.recovery import Step, live_endpoints, oldest_parked, release_next, unpark_if_next
-from webhooks.topology import Topology
+from webhooks.health import presence
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Delivery
+from webhooks.messaging.outbox import enqueue, message_for
+from webhooks.messaging.publisher import Publisher
+from webhooks.health.recovery import Step, live_endpoints, oldest_parked, release_next, unpark_if_next
+from webhooks.messaging.topology import Topology
 
 log = logging.getLogger(__name__)
 

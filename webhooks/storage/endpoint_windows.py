@@ -12,9 +12,9 @@ from typing import Sequence
 
 from peewee import fn
 
-from webhooks.db import retrying, write
-from webhooks.models import EndpointWindow
-from webhooks.timeutil import utcnow
+from webhooks.storage.db import retrying, write
+from webhooks.storage.models import EndpointWindow
+from webhooks.storage.timeutil import utcnow
 
 #: A worker's row counts while it is younger than this (workers write every few seconds).
 FRESH_SECONDS = 15.0

@@ -9,8 +9,8 @@ from typing import cast
 
 import peewee
 
-from webhooks.models import Delivery
-from webhooks.timeutil import utcnow
+from webhooks.storage.models import Delivery
+from webhooks.storage.timeutil import utcnow
 
 #: Deliveries that are waiting on the endpoint (or on a person, for ``failed``).
 WAITING_STATUSES = ("parked", "retrying", "failed")

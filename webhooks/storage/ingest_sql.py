@@ -1,7 +1,7 @@
-"""The SQL text of ``POST /v1/events`` and its batch (see ``webhooks.ingest``), built once per shape.
+"""The SQL text of ``POST /v1/events`` and its batch (see ``webhooks.ingest.accept``), built once per shape.
 
 Spelled for PostgreSQL and for SQLite (``Dialect``); table and column names come from the
-models through ``webhooks.sqltext``.
+models through ``webhooks.storage.sqltext``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
 
-from webhooks.models import Delivery, Endpoint, Event, IdempotencyKey, Tenant
-from webhooks.sqltext import insert_sql, table
+from webhooks.storage.models import Delivery, Endpoint, Event, IdempotencyKey, Tenant
+from webhooks.storage.sqltext import insert_sql, table
 
 #: Columns written for a new event, idempotency key and delivery (field names).
 EVENT_FIELDS = ("id", "tenant", "seq", "event_type", "payload", "created_at")

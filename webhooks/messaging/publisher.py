@@ -30,7 +30,7 @@ from flask import Flask, current_app
 from pika.adapters import select_connection
 from pika.channel import Channel
 
-from webhooks.brokers import broker_parameters, describe
+from webhooks.messaging.brokers import broker_parameters, describe
 from webhooks.config import Settings
 
 log = logging.getLogger(__name__)
@@ -309,7 +309,7 @@ class Publisher:
 def init_app(app: Flask, settings: Settings) -> None:
     """Give the app one publisher (connected on first use, in each forked worker) and the
     background enqueuer that publishes accepted events after the response."""
-    from webhooks.outbox import BackgroundEnqueuer
+    from webhooks.messaging.outbox import BackgroundEnqueuer
 
     publisher = Publisher(settings.amqp_url, settings.publish_timeout)
     app.extensions["webhooks.publisher"] = publisher

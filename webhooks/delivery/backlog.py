@@ -7,7 +7,7 @@ queue keeps flowing for everybody else. When the endpoint's lane runs short, a w
 takes the oldest spilled deliveries back (clearing the mark and stamping the outbox
 mark in one statement) and publishes them again; what the broker does not confirm has
 its outbox mark cleared for the relay, and a crash in between is caught by the sweep
-of lost messages (``webhooks.sweeper``). ``stuck`` finds deliveries whose message was lost (dead-lettered by the
+of lost messages (``webhooks.delivery.sweeper``). ``stuck`` finds deliveries whose message was lost (dead-lettered by the
 delivery limit, a purged queue), for the clock to republish.
 """
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-from webhooks import sqltext
-from webhooks.db import database, durable_commit, is_postgres, retrying, write
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Delivery, Event
-from webhooks.outbox import message_for, overdue_in_ladder
-from webhooks.timeutil import utcnow
+from webhooks.storage import sqltext
+from webhooks.storage.db import database, durable_commit, is_postgres, retrying, write
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Delivery, Event
+from webhooks.messaging.outbox import message_for, overdue_in_ladder
+from webhooks.storage.timeutil import utcnow
 
 _SPILL_SQL = (
     "{values} UPDATE {delivery} SET spilled_at = {p} FROM v "

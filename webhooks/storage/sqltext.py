@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import peewee
 
-from webhooks.db import database
+from webhooks.storage.db import database
 
 
 def _param() -> str:
@@ -104,7 +104,7 @@ def models_in(model: type[peewee.Model], key: str, values: Sequence[Any], lock: 
     """Whole rows whose ``key`` is in ``values``, ordered by it; with ``lock``, locked as ``db.locking`` does."""
     if not values:
         return []
-    from webhooks.db import is_postgres
+    from webhooks.storage.db import is_postgres
 
     sql = _select_in_sql(model, (), key, len(values), True, lock and is_postgres(), _param())
     key_field = model._meta.fields[key]

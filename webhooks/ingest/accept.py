@@ -39,12 +39,14 @@ from typing import Any, Callable, Iterable, Sequence
 import peewee
 from flask import current_app
 
-from webhooks import idempotency, metrics, presence
-from webhooks.db import database, is_postgres, retrying, rollback_quietly, write
+from webhooks import metrics
+from webhooks.health import presence
+from webhooks.ingest import idempotency
+from webhooks.storage.db import database, is_postgres, retrying, rollback_quietly, write
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES, wants
-from webhooks.idempotency import IDEMPOTENCY_TTL, IdempotencyConflict, request_hash  # noqa: F401 - re-exported
-from webhooks.ids import new_ids
-from webhooks.ingest_sql import (
+from webhooks.ingest.idempotency import IDEMPOTENCY_TTL, IdempotencyConflict, request_hash  # noqa: F401 - re-exported
+from webhooks.storage.ids import new_ids
+from webhooks.storage.ingest_sql import (
     DELIVERY_FIELDS,
     POSTGRES,
     SQLITE,
@@ -58,12 +60,12 @@ from webhooks.ingest_sql import (
     insert_keys_sql,
     postgres_start_sql,
 )
-from webhooks.models import BaseModel, Delivery, Endpoint, Event, Tenant
-from webhooks.outbox import enqueue, message_for
-from webhooks.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode
-from webhooks.publisher import Publisher
-from webhooks.timeutil import utcnow
-from webhooks.topology import Topology
+from webhooks.storage.models import BaseModel, Delivery, Endpoint, Event, Tenant
+from webhooks.messaging.outbox import enqueue, message_for
+from webhooks.storage.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode
+from webhooks.messaging.publisher import Publisher
+from webhooks.storage.timeutil import utcnow
+from webhooks.messaging.topology import Topology
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any
 from pika.adapters.blocking_connection import BlockingChannel
 
 from webhooks.durations import name_ms
-from webhooks.ladder import Ladder
+from webhooks.messaging.ladder import Ladder
 
 #: Routing key that brings a message (new, or back from a waiting tier) to the primary queue.
 DELIVER_KEY = "deliver"

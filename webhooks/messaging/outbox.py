@@ -17,13 +17,13 @@ from datetime import timedelta
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
-from webhooks.db import database, is_postgres, relaxed_commit, release_connection, retrying, rollback_quietly, write
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Delivery, Event
-from webhooks.publisher import Publisher
-from webhooks.statuses import LADDER_STATUSES
-from webhooks.timeutil import isoformat, utcnow
-from webhooks.topology import Topology
+from webhooks.storage.db import database, is_postgres, relaxed_commit, release_connection, retrying, rollback_quietly, write
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Delivery, Event
+from webhooks.messaging.publisher import Publisher
+from webhooks.storage.statuses import LADDER_STATUSES
+from webhooks.storage.timeutil import isoformat, utcnow
+from webhooks.messaging.topology import Topology
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from webhooks.signing import signature_header
+from webhooks.delivery.signing import signature_header
 
 #: Sent as ``user-agent`` so receivers can tell our calls apart in their logs.
 USER_AGENT = "webhooks/1.0 (+Standard Webhooks)"

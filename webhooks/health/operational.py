@@ -7,13 +7,13 @@ the transaction that stores the event, so each state change raises exactly one e
 
 from __future__ import annotations
 
-from webhooks.db import retrying, write
-from webhooks.ingest import store_event
-from webhooks.models import Alert, Tenant
-from webhooks.outbox import enqueue, message_for
-from webhooks.publisher import Publisher
-from webhooks.timeutil import isoformat, utcnow
-from webhooks.topology import Topology
+from webhooks.storage.db import retrying, write
+from webhooks.ingest.accept import store_event
+from webhooks.storage.models import Alert, Tenant
+from webhooks.messaging.outbox import enqueue, message_for
+from webhooks.messaging.publisher import Publisher
+from webhooks.storage.timeutil import isoformat, utcnow
+from webhooks.messaging.topology import Topology
 
 #: Alerts turned into events per clock pass.
 BATCH = 100

@@ -15,7 +15,7 @@ from typing import Any
 
 import peewee
 
-from webhooks.db import database
+from webhooks.storage.db import database
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,13 @@ from typing import Any, Sequence
 
 import peewee
 
-from webhooks import presence, sqltext
-from webhooks.db import database, is_postgres, retrying, write
+from webhooks.health import presence
+from webhooks.storage import sqltext
+from webhooks.storage.db import database, is_postgres, retrying, write
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
-from webhooks.messages import DeliveryMessage
-from webhooks.models import Attempt, Delivery, Endpoint
-from webhooks.timeutil import utcnow
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.models import Attempt, Delivery, Endpoint
+from webhooks.storage.timeutil import utcnow
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from typing import Any
 
 import peewee
 
-from webhooks.db import database
-from webhooks.timeutil import utcnow
+from webhooks.storage.db import database
+from webhooks.storage.timeutil import utcnow
 
 
 class JSONField(peewee.TextField):
@@ -28,7 +28,7 @@ class JSONField(peewee.TextField):
 class PayloadField(JSONField):
     """An event's payload: JSON text with its keys in the order they were received.
 
-    Never sorted: every attempt's body is built from it (``webhooks.outgoing.body_bytes``),
+    Never sorted: every attempt's body is built from it (``webhooks.delivery.outgoing.body_bytes``),
     and receivers hash and dedupe on those bytes, so a retry, resend, recover or ``flask
     listen`` must send what the first attempt sent.
     """
@@ -283,7 +283,7 @@ class EndpointWindow(BaseModel):
 
 
 class RetentionMark(BaseModel):
-    """Per tenant, the highest ``seq`` the retention purge removed (``webhooks.retention``).
+    """Per tenant, the highest ``seq`` the retention purge removed (``webhooks.storage.retention``).
 
     Written in the transaction that deletes the events, so the feed never misses a purge:
     a catch-up cursor below it answers 410 instead of skipping the purged events silently.

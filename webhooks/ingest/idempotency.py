@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from webhooks.models import IdempotencyKey
+from webhooks.storage.models import IdempotencyKey
 
 #: How long an idempotency key is remembered.
 IDEMPOTENCY_TTL = timedelta(hours=24)

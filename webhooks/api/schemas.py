@@ -12,12 +12,12 @@ from typing import Any, Callable
 from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.durations import parse_seconds, pattern_up_to
-from webhooks.ids import ALPHABET
-from webhooks.netguard import URL_PATTERN, split_url
+from webhooks.storage.ids import ALPHABET
+from webhooks.delivery.netguard import URL_PATTERN, split_url
 from webhooks.event_types import EVENT_TYPE_PATTERN, OPERATIONAL_EVENT_TYPES
-from webhooks.presence import health_of
-from webhooks.signing import SCHEMES, is_valid_secret, public_key, scheme_of, shared_secret
-from webhooks.timeutil import isoformat, to_naive_utc
+from webhooks.health.presence import health_of
+from webhooks.delivery.signing import SCHEMES, is_valid_secret, public_key, scheme_of, shared_secret
+from webhooks.storage.timeutil import isoformat, to_naive_utc
 
 #: Endpoint URLs longer than this are refused (no receiver needs more).
 MAX_URL_LENGTH = 2048

@@ -1,0 +1,1 @@
+"""health (docstring to be written)."""

@@ -1,0 +1,1 @@
+"""ingest (docstring to be written)."""

@@ -1,0 +1,1 @@
+"""messaging (docstring to be written)."""

@@ -1,0 +1,1 @@
+"""storage (docstring to be written)."""
