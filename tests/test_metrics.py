@@ -8,7 +8,7 @@ import textwrap
 
 from tests.conftest import settings_env, wait_until
 from tests.receivers import Receiver, always
-from tests.test_delivery_e2e import register, send
+from tests.delivery.test_delivery_e2e import register, send
 from webhooks.storage.models import Delivery
 
 

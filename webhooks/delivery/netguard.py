@@ -295,7 +295,7 @@ _IPV6_LITERAL = r"\[(?:" + "|".join(
 _PORT = r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"
 #: The webhook URLs the API accepts, as a regex that reads the same in Python and in ECMA (OpenAPI):
 #: http(s), a host name (letters, digits, "-", "_", dots) or an IPv6 literal, an optional port, then
-#: printable ASCII. Every string it matches passes ``split_url`` (tests/test_netguard.py checks that
+#: printable ASCII. Every string it matches passes ``split_url`` (tests/delivery/test_netguard.py checks that
 #: with generated strings), so the documented pattern is exactly what the server enforces.
 #: ``$(?!\n)``: Python's ``$`` also matches before a final newline.
 _OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"

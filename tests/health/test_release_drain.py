@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import DATABASE_KIND, wait_until
 from tests.receivers import Receiver, RecordedRequest, pause
-from tests.test_delivery_e2e import register, send
+from tests.delivery.test_delivery_e2e import register, send
 from webhooks import clock
 from webhooks.storage import db
 from webhooks.clock import SessionLock

@@ -11,7 +11,7 @@ import pika
 
 from tests.conftest import SESSION_PREFIX, amqp_channel, queue_messages, settings_env, wait_until
 from tests.receivers import Receiver, always, sequence, sleep_then
-from tests.test_delivery_e2e import register, send
+from tests.delivery.test_delivery_e2e import register, send
 from webhooks.clock import tick
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Attempt, Delivery

@@ -18,7 +18,7 @@ from tests.conftest import AMQP_URL, SESSION_PREFIX, amqp_channel, settings_env
 from webhooks.messaging.brokers import BrokerUrlError, broker_parameters, connect, describe, redact
 from webhooks.config import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: A second address where nothing listens (port 2 is unassigned and closed here).
 OTHER_DEAD_URL = "amqp://guest:guest@127.0.0.1:2/%2F"

@@ -8,7 +8,7 @@ import time
 
 from tests.conftest import wait_until
 from tests.receivers import Receiver, RecordedRequest, always, pause, sequence
-from tests.test_delivery_e2e import register, send
+from tests.delivery.test_delivery_e2e import register, send
 from webhooks.storage.models import Alert, Delivery, Endpoint, Event, HealthChange
 from webhooks.health.recovery import disable_failing
 

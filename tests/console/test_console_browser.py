@@ -18,13 +18,13 @@ from werkzeug.serving import make_server
 from tests.conftest import wait_until
 from tests.console_helpers import PASSWORD, staff
 from tests.receivers import Receiver, always, sequence
-from tests.test_delivery_e2e import register, send
+from tests.delivery.test_delivery_e2e import register, send
 from webhooks.storage.models import Delivery
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 
 @pytest.fixture

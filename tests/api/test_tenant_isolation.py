@@ -14,7 +14,7 @@ from werkzeug.routing import Rule
 from werkzeug.routing.converters import AnyConverter
 
 from tests.api_helpers import create_endpoint, make_attempt, post_event
-from tests.test_console_auth import csrf_of
+from tests.console.test_console_auth import csrf_of
 from webhooks.storage.models import ApiKey, Attempt, Delivery, Endpoint, Event
 
 #: Every /v1 route that names an object: (method, path, JSON body valid apart from the id).

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import DATABASE_KIND, settings_env, wait_until
 from tests.receivers import Receiver, always, sleep_then
-from tests.test_delivery_e2e import register, send
+from tests.delivery.test_delivery_e2e import register, send
 from webhooks.storage.models import Delivery
 
 

@@ -9,7 +9,7 @@ import pika
 
 from tests.conftest import amqp_channel, queue_messages, wait_until
 from tests.receivers import Receiver, always
-from tests.test_delivery_e2e import register, send
+from tests.delivery.test_delivery_e2e import register, send
 from webhooks.delivery import sweeper
 from webhooks.storage.models import Delivery
 from webhooks.messaging.publisher import Publisher

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from tests.conftest import queue_messages, settings_env, wait_until
 from tests.receivers import Receiver, RecordedRequest, Response, always, pause, sleep_then
-from tests.test_delivery_e2e import register, send
+from tests.delivery.test_delivery_e2e import register, send
 from webhooks.storage.models import Delivery
 
 

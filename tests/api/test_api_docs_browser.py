@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from playwright.sync_api import Browser, Route, expect
 
-from tests.test_console_browser import ARTIFACTS, base_url, browser  # noqa: F401 (fixtures)
+from tests.console.test_console_browser import ARTIFACTS, base_url, browser  # noqa: F401 (fixtures)
 
 
 def test_docs_page_renders_the_operations_with_no_host_but_the_service_reachable(

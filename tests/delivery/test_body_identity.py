@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.conftest import wait_until
 from tests.receivers import Receiver, sequence
-from tests.test_delivery_e2e import register
+from tests.delivery.test_delivery_e2e import register
 from tests.test_listen import serve_api  # noqa: F401 - the fixture
 from webhooks.storage.models import Delivery
 

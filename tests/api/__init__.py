@@ -1,0 +1,1 @@
+"""Tests of webhooks/api/: the HTTP API: what each route accepts, refuses and answers."""

@@ -1,0 +1,1 @@
+"""Tests of webhooks/delivery/: the delivery engine and what one attempt needs."""

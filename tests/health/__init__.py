@@ -1,0 +1,1 @@
+"""Tests of webhooks/health/: endpoint presence, release of parked deliveries, alerts."""

@@ -1,0 +1,1 @@
+"""Tests of webhooks/ingest/: accepting events: the transaction, API keys, idempotency."""

@@ -1,0 +1,1 @@
+"""Tests of webhooks/messaging/: brokers, topology, messages, the publisher and the outbox."""

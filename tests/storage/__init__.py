@@ -1,0 +1,1 @@
+"""Tests of webhooks/storage/: the database, its tables, ids and hand-built SQL."""
