@@ -34,13 +34,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["webhooks.settings"] = settings
 
     from webhooks import logs
-    from webhooks.messaging import publisher
+    from webhooks.messaging import enqueuer
     from webhooks.storage import db
     from webhooks.web import init_web
 
     logs.configure()
     db.init_app(app, settings)
-    publisher.init_app(app, settings)
+    enqueuer.init_app(app, settings.amqp_url, settings.publish_timeout, settings.topology)
     init_web(app)
     site_files.init_app(app)
 

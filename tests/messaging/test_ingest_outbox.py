@@ -22,7 +22,8 @@ from webhooks.config import Settings
 from webhooks.storage.db import write
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery
-from webhooks.messaging.outbox import BackgroundEnqueuer, mark_enqueued
+from webhooks.messaging.enqueuer import BackgroundEnqueuer
+from webhooks.messaging.outbox import mark_enqueued
 from webhooks.messaging.publisher import Outgoing
 
 

@@ -1,4 +1,11 @@
-"""The support console under /console: staff find what happened to an event or endpoint, and fix it."""
+"""The support console under /console: staff find what happened to an event or endpoint, and fix it.
+
+``blueprint`` and ``views/`` are the pages, ``queries`` and ``stats`` what they read,
+``charts`` and ``formatting`` how they show it, ``auth`` and ``audit`` who is signed in
+and what they did, ``replay`` and ``cli`` the staff's resends and recoveries.
+
+May import: every stage, the shared modules at the top and ``actions``; not the API.
+"""
 
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Sequence
 
 from webhooks.health import presence
-from webhooks.storage import sqltext
-from webhooks.storage.db import database, durable_commit, is_postgres, relaxed_commit, retrying, write
+from webhooks.storage import delivery_sql, sqltext
+from webhooks.storage.db import database, durable_commit, relaxed_commit, retrying, write
 from webhooks.delivery.endpoint_view import EndpointView
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint
@@ -103,28 +103,12 @@ def _is_plain(endpoint: Endpoint) -> bool:
     )
 
 
-#: The lease of the common case, returning what the attempt needs to know.
-_LEASE_SQL = (
-    "{values} UPDATE {delivery} SET {lease} = {p} FROM v "
-    "WHERE {delivery}.{id} = v.id AND {delivery}.{attempts} = v.attempts "
-    "AND {delivery}.{status} IN ('pending', 'retrying') "
-    "AND ({delivery}.{lease} IS NULL OR {delivery}.{lease} < {p}) "
-    "RETURNING {delivery}.{id}, {delivery}.{status}, {delivery}.{manual}, {delivery}.{next_at}"
-)
-
-
 def _lease_plain(messages: list[DeliveryMessage], now: datetime, lease_until: datetime) -> dict[str, tuple[str, int, datetime | None]]:
     """Lease every message's delivery whose attempt is still the next one and not leased:
     one statement; ``{delivery id: (status, manual attempts, due at)}`` of those leased."""
     if not messages:
         return {}
-    param = database.obj.param
-    casts = ("text", "int") if is_postgres() else None
-    sql = _LEASE_SQL.format(
-        values=sqltext.values_cte("v", ("id", "attempts"), casts, len(messages), param),
-        delivery=sqltext.table(Delivery), p=param, id='"id"', attempts='"attempts"', status='"status"',
-        lease='"lease_until"', manual='"manual_attempts"', next_at='"next_attempt_at"',
-    )
+    sql = delivery_sql.lease_sql(len(messages))
     params: list[Any] = [value for m in messages for value in (m.delivery_id, m.attempt - 1)]
     stamp = Delivery.lease_until.db_value
     params += [stamp(lease_until), stamp(now)]
@@ -244,16 +228,13 @@ class _Decisions:
 
 def _take_leases(messages: list[DeliveryMessage], lease_until: datetime) -> set[str]:
     """Lease each message's delivery while its attempt is still the next one; the ids leased."""
-    param = database.obj.param
-    table = sqltext.table(Delivery)
-    still_next = " OR ".join([f"(id = {param} AND attempts = {param})"] * len(messages))
     keys = [value for message in messages for value in (message.delivery_id, message.attempt - 1)]
     lease = Delivery.lease_until.db_value(lease_until)
-    taken = database.execute_sql(f"UPDATE {table} SET lease_until = {param} WHERE {still_next}", [lease, *keys]).rowcount
+    taken = database.execute_sql(delivery_sql.take_leases_sql(len(messages)), [lease, *keys]).rowcount
     if taken == len(messages):
         return {message.delivery_id for message in messages}
     # A slower worker recorded one of these attempts in the meantime: find out which.
-    cursor = database.execute_sql(f"SELECT id FROM {table} WHERE lease_until = {param} AND ({still_next})", [lease, *keys])
+    cursor = database.execute_sql(delivery_sql.leased_sql(len(messages)), [lease, *keys])
     return {delivery_id for delivery_id, in cursor.fetchall()}
 
 

@@ -16,8 +16,8 @@ from typing import Any, Sequence
 import peewee
 
 from webhooks.health import presence
-from webhooks.storage import sqltext
-from webhooks.storage.db import database, is_postgres, retrying, write
+from webhooks.storage import delivery_sql, sqltext
+from webhooks.storage.db import database, retrying, write
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Attempt, Delivery, Endpoint
@@ -119,22 +119,6 @@ def _lock_touched_endpoints(items: Sequence[tuple[DeliveryMessage, Outcome]], no
 
 
 #: Columns of the batch UPDATE, with their PostgreSQL types (a column of NULLs must not be text).
-_ADVANCE = (
-    ("id", "text"), ("attempts", "int"), ("status", "text"), ("next_attempt_at", "timestamp"),
-    ("last_status_code", "int"), ("last_error", "text"), ("enqueued_at", "timestamp"),
-    ("delivered_at", "timestamp"), ("manual_attempts", "int"),
-)
-
-_ADVANCE_SQL = (
-    "{values} UPDATE {delivery} SET attempts = v.attempts, status = v.status, "
-    "next_attempt_at = v.next_attempt_at, last_status_code = v.last_status_code, last_error = v.last_error, "
-    "enqueued_at = v.enqueued_at, delivered_at = COALESCE(v.delivered_at, {delivery}.delivered_at), "
-    "manual_attempts = v.manual_attempts, lease_until = NULL, spilled_at = NULL, updated_at = {p} "
-    "FROM v WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts - 1 "
-    "RETURNING {delivery}.id"
-)
-
-
 def _advance_deliveries(items: Sequence[tuple[DeliveryMessage, Outcome]], now: datetime) -> dict[str, Outcome]:
     """Move each delivery past its attempt if that attempt is still the next one; which moved.
 
@@ -143,12 +127,7 @@ def _advance_deliveries(items: Sequence[tuple[DeliveryMessage, Outcome]], now: d
     first: dict[str, tuple[DeliveryMessage, Outcome]] = {}
     for message, outcome in items:
         first.setdefault(message.delivery_id, (message, outcome))
-    param = database.obj.param
-    names = tuple(name for name, _ in _ADVANCE)
-    casts = tuple(cast for _, cast in _ADVANCE) if is_postgres() else None
-    sql = _ADVANCE_SQL.format(
-        values=sqltext.values_cte("v", names, casts, len(first), param), delivery=sqltext.table(Delivery), p=param
-    )
+    sql = delivery_sql.advance_sql(len(first))
     stamp = Delivery.updated_at.db_value
     params: list[Any] = []
     for message, outcome in first.values():

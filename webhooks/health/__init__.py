@@ -1,1 +1,11 @@
-"""health (docstring to be written)."""
+"""Endpoint health: whether an endpoint is there, what waits for it, and who is told.
+
+``presence`` (the circuit breaker every worker shares: online, offline, recovering),
+``recovery`` and ``releaser`` (what the clock does for endpoints that were away: probe,
+release parked deliveries in order and paced, give up), ``operational`` (alerts become
+the service's own ``endpoint.*`` events, stored through ingest), ``alert_digest``,
+``alert_emails`` and ``mailer`` (the emails, with what waits for the endpoint).
+
+May import: ``webhooks.storage``, ``webhooks.messaging``, ``webhooks.ingest`` and the
+shared modules at the top.
+"""

@@ -13,11 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from webhooks.storage.models import Alert, Delivery, Endpoint, HealthChange
-
-ONLINE, OFFLINE, RECOVERING, DISABLED = "online", "offline", "recovering", "disabled"
-
-#: Health states in which new deliveries park instead of being sent.
-PARKING_STATES = (OFFLINE, RECOVERING)
+from webhooks.storage.statuses import DISABLED, OFFLINE, ONLINE, PARKING_STATES, RECOVERING  # noqa: F401
 
 
 def health_of(endpoint: Endpoint) -> str:

@@ -40,7 +40,7 @@ import peewee
 from flask import current_app
 
 from webhooks import metrics
-from webhooks.health import presence
+from webhooks.storage.statuses import PARKING_STATES
 from webhooks.ingest import idempotency
 from webhooks.storage.db import database, is_postgres, retrying, rollback_quietly, write
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES, wants
@@ -116,7 +116,7 @@ def parks(endpoint: Endpoint) -> bool:
 
 
 def _parks(disabled: Any, health: str) -> bool:
-    return bool(disabled) or health in presence.PARKING_STATES
+    return bool(disabled) or health in PARKING_STATES
 
 
 # --- building rows -------------------------------------------------------------------------

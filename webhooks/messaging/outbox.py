@@ -9,16 +9,12 @@ publishes it. Duplicates are harmless: the worker's claim drops the extra copy.
 from __future__ import annotations
 
 import logging
-import os
-import queue
-import threading
-import time
 from datetime import timedelta
-from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
-from webhooks.storage.db import database, is_postgres, relaxed_commit, release_connection, retrying, rollback_quietly, write
+from webhooks.storage.db import database, is_postgres, relaxed_commit, retrying, rollback_quietly, write
 from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage import delivery_sql
 from webhooks.storage.models import Delivery, Event
 from webhooks.messaging.publisher import Publisher
 from webhooks.storage.statuses import LADDER_STATUSES
@@ -52,15 +48,6 @@ def publish_messages(publisher: Publisher, topology: Topology, messages: Sequenc
     return publisher.publish([(topology.primary, *message.encode()) for message in messages])
 
 
-@lru_cache(maxsize=None)
-def _mark_sql() -> str:
-    """PostgreSQL: mark every delivery of one attempt number (ids as one array parameter)."""
-    return (
-        f'UPDATE "{Delivery._meta.table_name}" SET "enqueued_at" = %s '
-        'WHERE "id" = ANY(%s) AND "attempts" = %s AND "enqueued_at" IS NULL'
-    )
-
-
 @retrying
 def mark_enqueued(messages: Iterable[DeliveryMessage]) -> None:
     """Record that each message was confirmed, unless its delivery has moved on since.
@@ -78,7 +65,7 @@ def mark_enqueued(messages: Iterable[DeliveryMessage]) -> None:
         statements = ["BEGIN", "SET LOCAL synchronous_commit TO OFF"]  # a lost mark costs a duplicate only
         params: list[Any] = []
         for attempt, delivery_ids in by_attempt.items():
-            statements.append(_mark_sql())
+            statements.append(delivery_sql.mark_enqueued_sql())
             params += [now, delivery_ids, attempt - 1]
         database.connect(reuse_if_open=True)
         try:
@@ -109,94 +96,6 @@ def enqueue(publisher: Publisher, topology: Topology, messages: Sequence[Deliver
     if confirmed:
         mark_enqueued(messages[:confirmed])
     return confirmed
-
-
-class BackgroundEnqueuer:
-    """Publishes after the response, from one thread per process, in batches.
-
-    ``POST /v1/events`` answers as soon as the event is committed; this thread then
-    publishes (with confirms) and marks what was confirmed. Whatever it cannot publish,
-    or had not published when the process died, the relay publishes once overdue.
-
-    Under sustained load (the previous batch ended less than ``linger`` seconds before
-    the next message came) it waits up to ``linger`` for more messages before publishing,
-    so that one publish (all confirms awaited together) and one mark serve several events;
-    after a pause the first message goes out at once. It keeps its database connection
-    while busy and returns it to the pool after ``release_after`` idle seconds.
-    """
-
-    def __init__(self, publisher: Publisher, topology: Topology, batch: int = 500, linger: float = 0.025,
-                 release_after: float = 1.0) -> None:
-        self.publisher, self.topology, self.batch = publisher, topology, batch
-        self.linger, self.release_after = linger, release_after
-        self._last_batch_end = float("-inf")
-        self._queue: queue.SimpleQueue[DeliveryMessage] = queue.SimpleQueue()
-        self._pid = 0
-        self._lock = threading.Lock()
-        self._done = threading.Condition(threading.Lock())
-        self._unhandled = 0  # submitted, not yet published (or given up on)
-
-    def submit(self, messages: Sequence[DeliveryMessage]) -> None:
-        if not messages:
-            return
-        self._ensure_thread()
-        with self._done:
-            self._unhandled += len(messages)
-        for message in messages:
-            self._queue.put(message)
-
-    def wait_idle(self, timeout: float = 10.0) -> bool:
-        """Block until everything submitted so far was handled (tests, shutdown)."""
-        with self._done:
-            return self._done.wait_for(lambda: self._unhandled == 0, timeout)
-
-    def _ensure_thread(self) -> None:
-        with self._lock:
-            if self._pid != os.getpid():  # a thread does not survive a fork: start ours
-                self._pid = os.getpid()
-                self._queue = queue.SimpleQueue()  # whatever the parent had queued is the parent's
-                with self._done:
-                    self._unhandled = 0
-                threading.Thread(target=self._run, name="enqueuer", daemon=True).start()
-
-    def _next_batch(self) -> list[DeliveryMessage]:
-        """Up to ``batch`` messages: the next one, what is queued behind it and, under sustained
-        load, what arrives within ``linger`` after it."""
-        try:
-            messages = [self._queue.get(timeout=self.release_after)]
-        except queue.Empty:
-            release_connection()  # idle: give the pooled connection back, then sleep until work comes
-            messages = [self._queue.get()]
-        now = time.monotonic()
-        sustained = now - self._last_batch_end < self.linger
-        deadline = now + self.linger if sustained else now
-        while len(messages) < self.batch:
-            try:
-                messages.append(self._queue.get_nowait())
-                continue
-            except queue.Empty:
-                pass
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                messages.append(self._queue.get(timeout=left))
-            except queue.Empty:
-                break
-        return messages
-
-    def _run(self) -> None:
-        while True:
-            messages = self._next_batch()
-            try:
-                enqueue(self.publisher, self.topology, messages)
-            except Exception:  # noqa: BLE001 - the relay covers anything left unmarked
-                log.exception("background publish of %d messages failed; the relay will publish them", len(messages))
-            self._last_batch_end = time.monotonic()
-            with self._done:
-                self._unhandled -= len(messages)
-                if self._unhandled <= 0:
-                    self._done.notify_all()
 
 
 def overdue_in_ladder(condition: Any, older_than: float, limit: int) -> list[tuple[Delivery, Event]]:

@@ -26,12 +26,10 @@ import pika
 import pika.exceptions
 import pika.frame
 import pika.spec
-from flask import Flask, current_app
 from pika.adapters import select_connection
 from pika.channel import Channel
 
 from webhooks.messaging.brokers import broker_parameters, describe
-from webhooks.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -304,17 +302,3 @@ class Publisher:
     def close(self) -> None:
         with self._lock:
             self._close()
-
-
-def init_app(app: Flask, settings: Settings) -> None:
-    """Give the app one publisher (connected on first use, in each forked worker) and the
-    background enqueuer that publishes accepted events after the response."""
-    from webhooks.messaging.outbox import BackgroundEnqueuer
-
-    publisher = Publisher(settings.amqp_url, settings.publish_timeout)
-    app.extensions["webhooks.publisher"] = publisher
-    app.extensions["webhooks.enqueuer"] = BackgroundEnqueuer(publisher, settings.topology)
-
-
-def current_publisher() -> Publisher:
-    return current_app.extensions["webhooks.publisher"]

@@ -1,4 +1,4 @@
-"""Delivery statuses and the groups of them that rules act on (decision 11)."""
+"""Delivery statuses and endpoint health states, and the groups of them that rules act on (decision 11)."""
 
 from __future__ import annotations
 
@@ -10,3 +10,9 @@ MANUAL_STATUSES = ("pending", "retrying", "failed", "delivered", "parked")
 
 #: Statuses that still wait for an attempt (deleting the endpoint cancels them).
 UNFINISHED_STATUSES = ("pending", "retrying", "parked")
+
+#: An endpoint's health (``webhooks.health.presence`` moves it between these).
+ONLINE, OFFLINE, RECOVERING, DISABLED = "online", "offline", "recovering", "disabled"
+
+#: Health states in which new deliveries park instead of being sent.
+PARKING_STATES = (OFFLINE, RECOVERING)

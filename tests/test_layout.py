@@ -1,0 +1,74 @@
+"""The package's layout: folders by stage of an event's path, imports only down the path."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "webhooks"
+
+#: Each folder's place on the path; a module may import from its own place or an earlier one.
+ORDER = {
+    "helpers": 0,  # durations, logs, event_types: import nothing of ours
+    "storage": 1,
+    "messaging": 2,
+    "shared": 3,  # config, metrics: read by every stage, built on storage and messaging
+    "ingest": 4,
+    "health": 5,
+    "delivery": 6,
+    "services": 7,  # actions, readiness: what the API and the console both call
+    "api": 8,
+    "console": 8,
+    "top": 9,  # the entry points: app, web, worker, clock, cli, listen
+}
+HELPERS = {"durations", "logs", "event_types"}
+SHARED = {"config", "metrics"}
+SERVICES = {"actions", "readiness"}
+
+
+def place(module: str) -> str:
+    """The place of ``webhooks.x.y`` on the path."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "top"
+    if parts[0] in ORDER:
+        return parts[0]
+    for name, modules in (("helpers", HELPERS), ("shared", SHARED), ("services", SERVICES)):
+        if parts[0] in modules:
+            return name
+    return "top"
+
+
+def imports(path: pathlib.Path) -> set[str]:
+    """Every ``webhooks…`` module the file imports (``from webhooks import x`` counts as ``webhooks.x``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "webhooks":
+            if node.module == "webhooks":
+                found |= {f"webhooks.{alias.name}" for alias in node.names}
+            else:
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "webhooks"}
+    return found
+
+
+def module_of(path: pathlib.Path) -> str:
+    return ".".join(("webhooks", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def test_every_import_points_down_the_path() -> None:
+    backwards = [
+        f"{module_of(path)} imports {target}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for target in sorted(imports(path))
+        if ORDER[place(target)] > ORDER[place(module_of(path))]
+    ]
+
+    assert backwards == []
+
+
+def test_every_folder_says_what_its_stage_does_and_what_it_may_import() -> None:
+    for folder in ORDER.keys() - {"helpers", "shared", "services", "top"}:
+        doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text())) or ""
+        assert "May import" in doc, f"webhooks/{folder}/__init__.py does not say what it may import"

@@ -1,0 +1,119 @@
+"""The web process's background publishing: accepted events go to the broker after the response.
+
+``init_app`` gives the app one ``Publisher`` (connected on first use, in each forked
+gunicorn worker) and one ``BackgroundEnqueuer`` that publishes what ingestion committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from typing import Sequence
+
+from flask import Flask
+
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.messaging.outbox import enqueue
+from webhooks.messaging.publisher import Publisher
+from webhooks.messaging.topology import Topology
+from webhooks.storage.db import release_connection
+
+log = logging.getLogger(__name__)
+
+
+def init_app(app: Flask, amqp_url: str, publish_timeout: float, topology: Topology) -> None:
+    """Give the app its publisher and the background enqueuer that publishes accepted events."""
+    publisher = Publisher(amqp_url, publish_timeout)
+    app.extensions["webhooks.publisher"] = publisher
+    app.extensions["webhooks.enqueuer"] = BackgroundEnqueuer(publisher, topology)
+
+
+class BackgroundEnqueuer:
+    """Publishes after the response, from one thread per process, in batches.
+
+    ``POST /v1/events`` answers as soon as the event is committed; this thread then
+    publishes (with confirms) and marks what was confirmed. Whatever it cannot publish,
+    or had not published when the process died, the relay publishes once overdue.
+
+    Under sustained load (the previous batch ended less than ``linger`` seconds before
+    the next message came) it waits up to ``linger`` for more messages before publishing,
+    so that one publish (all confirms awaited together) and one mark serve several events;
+    after a pause the first message goes out at once. It keeps its database connection
+    while busy and returns it to the pool after ``release_after`` idle seconds.
+    """
+
+    def __init__(self, publisher: Publisher, topology: Topology, batch: int = 500, linger: float = 0.025,
+                 release_after: float = 1.0) -> None:
+        self.publisher, self.topology, self.batch = publisher, topology, batch
+        self.linger, self.release_after = linger, release_after
+        self._last_batch_end = float("-inf")
+        self._queue: queue.SimpleQueue[DeliveryMessage] = queue.SimpleQueue()
+        self._pid = 0
+        self._lock = threading.Lock()
+        self._done = threading.Condition(threading.Lock())
+        self._unhandled = 0  # submitted, not yet published (or given up on)
+
+    def submit(self, messages: Sequence[DeliveryMessage]) -> None:
+        if not messages:
+            return
+        self._ensure_thread()
+        with self._done:
+            self._unhandled += len(messages)
+        for message in messages:
+            self._queue.put(message)
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Block until everything submitted so far was handled (tests, shutdown)."""
+        with self._done:
+            return self._done.wait_for(lambda: self._unhandled == 0, timeout)
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._pid != os.getpid():  # a thread does not survive a fork: start ours
+                self._pid = os.getpid()
+                self._queue = queue.SimpleQueue()  # whatever the parent had queued is the parent's
+                with self._done:
+                    self._unhandled = 0
+                threading.Thread(target=self._run, name="enqueuer", daemon=True).start()
+
+    def _next_batch(self) -> list[DeliveryMessage]:
+        """Up to ``batch`` messages: the next one, what is queued behind it and, under sustained
+        load, what arrives within ``linger`` after it."""
+        try:
+            messages = [self._queue.get(timeout=self.release_after)]
+        except queue.Empty:
+            release_connection()  # idle: give the pooled connection back, then sleep until work comes
+            messages = [self._queue.get()]
+        now = time.monotonic()
+        sustained = now - self._last_batch_end < self.linger
+        deadline = now + self.linger if sustained else now
+        while len(messages) < self.batch:
+            try:
+                messages.append(self._queue.get_nowait())
+                continue
+            except queue.Empty:
+                pass
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                messages.append(self._queue.get(timeout=left))
+            except queue.Empty:
+                break
+        return messages
+
+    def _run(self) -> None:
+        while True:
+            messages = self._next_batch()
+            try:
+                enqueue(self.publisher, self.topology, messages)
+            except Exception:  # noqa: BLE001 - the relay covers anything left unmarked
+                log.exception("background publish of %d messages failed; the relay will publish them", len(messages))
+            self._last_batch_end = time.monotonic()
+            with self._done:
+                self._unhandled -= len(messages)
+                if self._unhandled <= 0:
+                    self._done.notify_all()

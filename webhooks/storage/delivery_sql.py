@@ -1,0 +1,106 @@
+"""The hand-built statements that write deliveries on the worker's hot path.
+
+Claiming a batch of attempts, moving the deliveries past them and marking them
+published are each one statement for a whole batch (a ``VALUES`` list joined to the
+table) instead of one peewee query per delivery: ``bench/core.py`` measured it. The
+text is built once per shape; the callers pass the parameters in the order each
+function names.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from webhooks.storage import sqltext
+from webhooks.storage.db import database, is_postgres
+from webhooks.storage.models import Delivery
+
+#: The lease of the common case, returning what the attempt needs to know.
+_LEASE = (
+    "{values} UPDATE {delivery} SET {lease} = {p} FROM v "
+    "WHERE {delivery}.{id} = v.id AND {delivery}.{attempts} = v.attempts "
+    "AND {delivery}.{status} IN ('pending', 'retrying') "
+    "AND ({delivery}.{lease} IS NULL OR {delivery}.{lease} < {p}) "
+    "RETURNING {delivery}.{id}, {delivery}.{status}, {delivery}.{manual}, {delivery}.{next_at}"
+)
+
+#: The columns a delivery moves to after its attempt, and their types on PostgreSQL.
+ADVANCE_COLUMNS = (
+    ("id", "text"), ("attempts", "int"), ("status", "text"), ("next_attempt_at", "timestamp"),
+    ("last_status_code", "int"), ("last_error", "text"), ("enqueued_at", "timestamp"),
+    ("delivered_at", "timestamp"), ("manual_attempts", "int"),
+)
+
+_ADVANCE = (
+    "{values} UPDATE {delivery} SET attempts = v.attempts, status = v.status, "
+    "next_attempt_at = v.next_attempt_at, last_status_code = v.last_status_code, last_error = v.last_error, "
+    "enqueued_at = v.enqueued_at, delivered_at = COALESCE(v.delivered_at, {delivery}.delivered_at), "
+    "manual_attempts = v.manual_attempts, lease_until = NULL, spilled_at = NULL, updated_at = {p} "
+    "FROM v WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts - 1 "
+    "RETURNING {delivery}.id"
+)
+
+
+@lru_cache(maxsize=256)
+def _lease_sql(postgres: bool, param: str, count: int) -> str:
+    return _LEASE.format(
+        values=sqltext.values_cte("v", ("id", "attempts"), ("text", "int") if postgres else None, count, param),
+        delivery=sqltext.table(Delivery), p=param, id='"id"', attempts='"attempts"', status='"status"',
+        lease='"lease_until"', manual='"manual_attempts"', next_at='"next_attempt_at"',
+    )
+
+
+def lease_sql(count: int) -> str:
+    """Lease ``count`` deliveries whose attempt is still the next one and not leased.
+
+    Parameters: (delivery id, attempts so far) for each, the lease's end, now. Returns
+    ``id, status, manual_attempts, next_attempt_at`` of each delivery leased.
+    """
+    return _lease_sql(is_postgres(), database.obj.param, count)
+
+
+def _still_next(param: str, count: int) -> str:
+    return " OR ".join([f"(id = {param} AND attempts = {param})"] * count)
+
+
+def take_leases_sql(count: int) -> str:
+    """Lease ``count`` deliveries while their attempt is still the next one, whatever their lease.
+
+    Parameters: the lease's end, then (delivery id, attempts so far) for each.
+    """
+    param = database.obj.param
+    return f"UPDATE {sqltext.table(Delivery)} SET lease_until = {param} WHERE {_still_next(param, count)}"
+
+
+def leased_sql(count: int) -> str:
+    """Which of ``count`` deliveries hold a given lease. Parameters: as ``take_leases_sql``."""
+    param = database.obj.param
+    return f"SELECT id FROM {sqltext.table(Delivery)} WHERE lease_until = {param} AND ({_still_next(param, count)})"
+
+
+@lru_cache(maxsize=256)
+def _advance_sql(postgres: bool, param: str, count: int) -> str:
+    names = tuple(name for name, _ in ADVANCE_COLUMNS)
+    casts = tuple(cast for _, cast in ADVANCE_COLUMNS) if postgres else None
+    return _ADVANCE.format(values=sqltext.values_cte("v", names, casts, count, param),
+                           delivery=sqltext.table(Delivery), p=param)
+
+
+def advance_sql(count: int) -> str:
+    """Move ``count`` deliveries past their attempt if it is still the next one.
+
+    Parameters: the ``ADVANCE_COLUMNS`` of each delivery, then now. Returns the ids moved.
+    """
+    return _advance_sql(is_postgres(), database.obj.param, count)
+
+
+@lru_cache(maxsize=None)
+def mark_enqueued_sql() -> str:
+    """PostgreSQL: mark every delivery of one attempt number as published.
+
+    Parameters: now, the delivery ids as one array, the attempts so far.
+    """
+    return (
+        f'UPDATE "{Delivery._meta.table_name}" SET "enqueued_at" = %s '
+        'WHERE "id" = ANY(%s) AND "attempts" = %s AND "enqueued_at" IS NULL'
+    )
