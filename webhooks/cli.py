@@ -11,11 +11,13 @@ from flask import Flask
 from peewee import IntegrityError, fn
 from playhouse.migrations import Runner
 
-from webhooks.ingest.auth_keys import KeyNotFound, create_api_key, live_keys, revoke_key, rotate_key
+from webhooks.ingest.auth_keys import (
+    KeyNotFound, create_api_key, key_info, live_keys, revoke_key, rotate_key, tenant_info,
+)
 from webhooks.storage.db import database, write
 from webhooks.durations import parse_seconds
 from webhooks.storage.ids import new_id
-from webhooks.storage.models import ApiKey, Tenant
+from webhooks.storage.models import Tenant
 from webhooks.storage.timeutil import isoformat
 
 #: A plausible email address (the SMTP server has the last word).
@@ -57,17 +59,6 @@ def create_tenant(name: str, contact_email: str | None = None) -> dict[str, str]
         except IntegrityError:  # created by someone else between the check and the insert
             raise TenantNameTaken(name, tenant_named(name) or Tenant(id="?", name=name)) from None
     return {"id": tenant.id, "name": tenant.name, "api_key": api_key}
-
-
-def key_info(row: ApiKey) -> dict[str, str | None]:
-    """A key as ``flask tenant keys`` and the API show it (never its secret)."""
-    return {"id": row.id, "name": row.name, "created_at": isoformat(row.created_at),
-            "last_used_at": isoformat(row.last_used_at), "expires_at": isoformat(row.expires_at)}
-
-
-def tenant_info(tenant: Tenant) -> dict[str, str]:
-    """``{"id", "name"}``: what a command that acts on a tenant prints, so the operator sees which one."""
-    return {"id": tenant.id, "name": tenant.name}
 
 
 def _tenant(tenant_id: str) -> Tenant:

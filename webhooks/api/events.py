@@ -88,7 +88,7 @@ def _idempotency_key(header: str | None, field: str | None) -> str | None:
     are two conflicting requests, like one key reused with another body.
     """
     if header is not None and field is not None and header != field:
-        abort(409, message=f"the Idempotency-Key header and the body's idempotency_key differ: send the key once "
+        abort(409, message="the Idempotency-Key header and the body's idempotency_key differ: send the key once "
                            "(or the same in both)")
     return header if header is not None else field
 

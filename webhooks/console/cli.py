@@ -14,7 +14,7 @@ from webhooks.console.auth import StaffError, create_staff
 from webhooks.console.models import ROLES, ReplayJob, StaffUser
 from webhooks.console.queries import DeliveryFilter, FilterError
 from webhooks.storage.db import connection
-from webhooks.cli import tenant_info
+from webhooks.ingest.auth_keys import tenant_info
 from webhooks.storage.models import Delivery, Tenant
 from webhooks.storage.timeutil import isoformat, utcnow
 

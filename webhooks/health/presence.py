@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from webhooks.storage.models import Alert, Delivery, Endpoint, HealthChange
-from webhooks.storage.statuses import DISABLED, OFFLINE, ONLINE, PARKING_STATES, RECOVERING  # noqa: F401
+from webhooks.storage.statuses import DISABLED, OFFLINE, ONLINE, RECOVERING  # noqa: F401 - the states, named here too
 
 
 def health_of(endpoint: Endpoint) -> str:

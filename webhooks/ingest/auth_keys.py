@@ -37,7 +37,7 @@ import peewee
 
 from webhooks.storage.ids import has_prefix, new_id
 from webhooks.storage.models import ApiKey, Tenant
-from webhooks.storage.timeutil import utcnow
+from webhooks.storage.timeutil import isoformat, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -268,3 +268,14 @@ def authenticate(raw_key: str) -> Tenant | None:
     key_cache.put(key_id, row.secret_hash, row.tenant, row.expires_at)
     _touch(key_id)
     return row.tenant
+
+
+def key_info(row: ApiKey) -> dict[str, str | None]:
+    """A key as ``flask tenant keys`` and the API show it (never its secret)."""
+    return {"id": row.id, "name": row.name, "created_at": isoformat(row.created_at),
+            "last_used_at": isoformat(row.last_used_at), "expires_at": isoformat(row.expires_at)}
+
+
+def tenant_info(tenant: Tenant) -> dict[str, str]:
+    """``{"id", "name"}``: what a command that acts on a tenant prints, so the operator sees which one."""
+    return {"id": tenant.id, "name": tenant.name}

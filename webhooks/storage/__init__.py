@@ -3,7 +3,7 @@
 ``db`` (SQLite or pooled PostgreSQL, transactions, retries), ``models`` (every table),
 ``ids`` and ``timeutil`` (the values rows hold), ``statuses`` (the states a delivery and
 an endpoint can be in), ``endpoint_windows`` (each worker's concurrency windows, as
-last reported).
+last reported) and ``retention`` (the purge of what is older than ``RETENTION_DAYS``).
 
 One rule for SQL: every module uses peewee's query builder, except on a hot path a
 benchmark shows needs more. Those hand-built statements live here, beside the models
