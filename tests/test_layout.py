@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import pathlib
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "webhooks"
@@ -72,3 +73,33 @@ def test_every_folder_says_what_its_stage_does_and_what_it_may_import() -> None:
     for folder in ORDER.keys() - {"helpers", "shared", "services", "top"}:
         doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text())) or ""
         assert "May import" in doc, f"webhooks/{folder}/__init__.py does not say what it may import"
+
+
+SQL_STATEMENT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\s")
+
+
+def sql_strings(path: pathlib.Path) -> list[str]:
+    """String constants (f-string parts too) that start an SQL statement, docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        and SQL_STATEMENT.match(node.value)
+    ]
+
+
+def test_hand_built_sql_lives_in_storage_beside_the_models_it_writes() -> None:
+    elsewhere = [
+        f"{module_of(path)}: {text[:40]!r}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] != "storage"
+        for text in sql_strings(path)
+    ]
+
+    assert elsewhere == []

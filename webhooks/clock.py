@@ -69,13 +69,12 @@ def with_lock(fn: Callable[[], Any]) -> Any:
     if not db.is_postgres():
         return fn()
     with db.database.connection_context():
-        (got,) = db.database.execute_sql("SELECT pg_try_advisory_lock(%s)", (ADVISORY_LOCK_KEY,)).fetchone()
-        if not got:
+        if not db.try_advisory_lock(ADVISORY_LOCK_KEY):
             return None
         try:
             return fn()
         finally:
-            db.database.execute_sql("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
+            db.advisory_unlock(ADVISORY_LOCK_KEY)
 
 
 class SessionLock:
@@ -101,17 +100,17 @@ class SessionLock:
         if connection is self._connection:
             return True
         self._connection = None
-        (got,) = db.database.execute_sql("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+        got = db.try_advisory_lock(self.key)
         if got:
             self._connection = connection
-        return bool(got)
+        return got
 
     def release(self) -> None:
         """Let another clock take the lock (no-op if this thread does not hold it)."""
         holder, self._connection = self._connection, None
         if holder is None or db.database.is_closed() or db.database.connection() is not holder:
             return
-        db.database.execute_sql("SELECT pg_advisory_unlock(%s)", (self.key,))
+        db.advisory_unlock(self.key)
 
 
 def release_loop(settings: Settings, stop: threading.Event, publisher: Publisher | None = None) -> None:

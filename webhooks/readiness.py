@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from webhooks.messaging.brokers import connect
-from webhooks.storage.db import database
+from webhooks.storage.db import ping
 
 
 def database_status() -> str:
     try:
-        database.execute_sql("SELECT 1").fetchone()
+        ping()
         return "ok"
     except Exception as error:  # noqa: BLE001 - any failure means "down", reported as text
         return f"down: {type(error).__name__}"

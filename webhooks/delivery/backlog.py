@@ -16,19 +16,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-from webhooks.storage import sqltext
-from webhooks.storage.db import database, durable_commit, is_postgres, retrying, write
+from webhooks.storage import delivery_sql
+from webhooks.storage.db import database, durable_commit, retrying, write
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Event
 from webhooks.messaging.outbox import message_for, overdue_in_ladder
 from webhooks.storage.timeutil import utcnow
-
-_SPILL_SQL = (
-    "{values} UPDATE {delivery} SET spilled_at = {p} FROM v "
-    "WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts "
-    "AND {delivery}.status IN ('pending', 'retrying') RETURNING {delivery}.id"
-)
-
 
 @retrying
 def spill(messages: Sequence[DeliveryMessage]) -> list[bool]:
@@ -40,10 +33,7 @@ def spill(messages: Sequence[DeliveryMessage]) -> list[bool]:
     if not messages:
         return []
     now = utcnow()
-    param = database.obj.param
-    casts = ("text", "int") if is_postgres() else None
-    sql = _SPILL_SQL.format(values=sqltext.values_cte("v", ("id", "attempts"), casts, len(messages), param),
-                            delivery=sqltext.table(Delivery), p=param)
+    sql = delivery_sql.spill_sql(len(messages))
     params: list[Any] = [value for m in messages for value in (m.delivery_id, m.attempt - 1)]
     params.append(Delivery.spilled_at.db_value(now))
     with write():
@@ -61,16 +51,9 @@ def take_spilled(endpoint_id: str, limit: int) -> list[DeliveryMessage]:
     (two statements updating the same rows in different orders deadlock). Those the
     broker does not confirm go to ``unmark``.
     """
-    table = sqltext.table(Delivery)
-    param = database.obj.param
-    skip_locked = " FOR UPDATE SKIP LOCKED" if is_postgres() else ""
     with write():
-        cursor = database.execute_sql(
-            f"UPDATE {table} SET spilled_at = NULL, enqueued_at = {param} WHERE id IN ("
-            f"SELECT id FROM {table} WHERE endpoint_id = {param} AND spilled_at IS NOT NULL "
-            f"ORDER BY created_at, id LIMIT {param}{skip_locked}) RETURNING id",
-            [Delivery.enqueued_at.db_value(utcnow()), endpoint_id, limit],
-        )
+        cursor = database.execute_sql(delivery_sql.take_spilled_sql(),
+                                      [Delivery.enqueued_at.db_value(utcnow()), endpoint_id, limit])
         ids = [delivery_id for delivery_id, in cursor.fetchall()]
         if not ids:
             return []
@@ -95,10 +78,8 @@ def unmark(messages: Sequence[DeliveryMessage]) -> None:
 @retrying
 def spilled_endpoints(limit: int = 1000) -> list[str]:
     """Endpoints with deliveries waiting in the database (off the partial index)."""
-    cursor = database.execute_sql(
-        f"SELECT DISTINCT endpoint_id FROM {sqltext.table(Delivery)} WHERE spilled_at IS NOT NULL LIMIT {int(limit)}"
-    )
-    return [endpoint_id for endpoint_id, in cursor.fetchall()]
+    query = Delivery.select(Delivery.endpoint_id).distinct().where(Delivery.spilled_at.is_null(False)).limit(limit)
+    return [endpoint_id for endpoint_id, in query.tuples()]
 
 
 @retrying

@@ -199,3 +199,19 @@ def rollback_quietly() -> None:
         database.execute_sql("ROLLBACK")
     except Exception:  # noqa: BLE001 - the connection may be dead; the caller's error matters
         log.debug("rollback after a failed hand-written transaction failed", exc_info=True)
+
+
+def try_advisory_lock(key: int) -> bool:
+    """PostgreSQL: take the session-level advisory lock ``key`` on this connection if it is free."""
+    (got,) = database.execute_sql("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    return bool(got)
+
+
+def advisory_unlock(key: int) -> None:
+    """PostgreSQL: release the advisory lock ``key`` this connection holds."""
+    database.execute_sql("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def ping() -> None:
+    """One round trip to the database; raises if it is not there."""
+    database.execute_sql("SELECT 1").fetchone()

@@ -1,7 +1,7 @@
 """The hand-built statements that write deliveries on the worker's hot path.
 
-Claiming a batch of attempts, moving the deliveries past them and marking them
-published are each one statement for a whole batch (a ``VALUES`` list joined to the
+Claiming a batch of attempts, moving the deliveries past them, marking them published
+and spilling a backlog to the database and back are each one statement for a whole batch (a ``VALUES`` list joined to the
 table) instead of one peewee query per delivery: ``bench/core.py`` measured it. The
 text is built once per shape; the callers pass the parameters in the order each
 function names.
@@ -92,6 +92,40 @@ def advance_sql(count: int) -> str:
     Parameters: the ``ADVANCE_COLUMNS`` of each delivery, then now. Returns the ids moved.
     """
     return _advance_sql(is_postgres(), database.obj.param, count)
+
+
+_SPILL = (
+    "{values} UPDATE {delivery} SET spilled_at = {p} FROM v "
+    "WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts "
+    "AND {delivery}.status IN ('pending', 'retrying') RETURNING {delivery}.id"
+)
+
+
+@lru_cache(maxsize=256)
+def _spill_sql(postgres: bool, param: str, count: int) -> str:
+    return _SPILL.format(values=sqltext.values_cte("v", ("id", "attempts"), ("text", "int") if postgres else None,
+                                                   count, param),
+                         delivery=sqltext.table(Delivery), p=param)
+
+
+def spill_sql(count: int) -> str:
+    """Mark ``count`` deliveries as waiting in the database if their attempt is still the next one.
+
+    Parameters: (delivery id, attempts so far) for each, then now. Returns the ids marked.
+    """
+    return _spill_sql(is_postgres(), database.obj.param, count)
+
+
+def take_spilled_sql() -> str:
+    """Take an endpoint's oldest spilled deliveries, stamping the outbox mark, skipping rows others lock.
+
+    Parameters: now, the endpoint id, how many. Returns the ids taken.
+    """
+    table, param = sqltext.table(Delivery), database.obj.param
+    skip_locked = " FOR UPDATE SKIP LOCKED" if is_postgres() else ""
+    return (f"UPDATE {table} SET spilled_at = NULL, enqueued_at = {param} WHERE id IN ("
+            f"SELECT id FROM {table} WHERE endpoint_id = {param} AND spilled_at IS NOT NULL "
+            f"ORDER BY created_at, id LIMIT {param}{skip_locked}) RETURNING id")
 
 
 @lru_cache(maxsize=None)
