@@ -24,7 +24,7 @@ from flask import Flask
 
 from webhooks.event_types import EVENT_TYPE_PATTERN, wants
 from webhooks.delivery.outgoing import USER_AGENT, build_request
-from webhooks.api.schemas import MAX_PAGE_SIZE
+from webhooks.api.fields import MAX_PAGE_SIZE
 from webhooks.delivery.signing import is_valid_secret
 
 #: Events asked for per page of the feed (the API allows up to ``MAX_PAGE_SIZE``).
