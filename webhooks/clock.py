@@ -30,7 +30,7 @@ from webhooks.delivery import sweeper
 from webhooks.health import alert_emails, operational, recovery
 from webhooks.storage import db, retention
 from webhooks.config import Settings
-from webhooks.ingest.accept import IDEMPOTENCY_TTL
+from webhooks.ingest.idempotency import IDEMPOTENCY_TTL
 from webhooks.health.mailer import SmtpConfig
 from webhooks.storage.models import IdempotencyKey
 from webhooks.messaging.outbox import relay_once

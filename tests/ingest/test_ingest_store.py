@@ -18,6 +18,7 @@ from flask.testing import FlaskClient
 from tests import concurrency
 from tests.api_helpers import create_endpoint, post_event
 from webhooks.ingest import accept as ingest
+from webhooks.ingest import plan
 from webhooks.storage import db
 from webhooks.api.events import accepted_body
 from webhooks.storage.db import write
@@ -158,9 +159,9 @@ def test_a_failing_statement_leaves_nothing_half_written(
 ) -> None:
     create_endpoint(client, headers)
     row = tenant_row(tenant)
-    real = ingest.insert_deliveries_sql
+    real = plan.insert_deliveries_sql
     monkeypatch.setattr(ingest, "prepared", PreparedStatements(enabled=False))  # run the broken text itself
-    monkeypatch.setattr(ingest, "insert_deliveries_sql",
+    monkeypatch.setattr(plan, "insert_deliveries_sql",
                         lambda dialect, count: real(dialect, count).replace('"delivery"', '"no_such_table"'))
 
     with pytest.raises(peewee.DatabaseError):

@@ -1,8 +1,9 @@
 """Ingest: accepting events, the first stage of an event's path.
 
 ``auth_keys`` (tenant API keys: who is sending), ``idempotency`` (a key names one event
-for 24 hours), ``accept`` (one transaction stores the events, their seqs, their
-deliveries and keys, then hands the messages to the outbox). The HTTP side of it is
+for 24 hours), ``plan`` (the rows a batch writes: events, keys, a delivery per
+subscribed endpoint), ``accept`` (one transaction stores them, then hands the messages
+to the outbox). The HTTP side of it is
 ``webhooks.api.events`` and ``webhooks.api.fast_ingest``.
 
 May import: ``webhooks.storage``, ``webhooks.messaging`` and the shared modules at the top

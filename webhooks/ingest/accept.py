@@ -30,42 +30,25 @@ same statements run one at a time inside ``write()``.
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
 import peewee
 from flask import current_app
 
 from webhooks import metrics
-from webhooks.storage.statuses import PARKING_STATES
+from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.ingest import idempotency
-from webhooks.storage.db import database, is_postgres, retrying, rollback_quietly, write
-from webhooks.event_types import OPERATIONAL_EVENT_TYPES, wants
-from webhooks.ingest.idempotency import IDEMPOTENCY_TTL, IdempotencyConflict, request_hash  # noqa: F401 - re-exported
-from webhooks.storage.ids import new_ids
-from webhooks.storage.ingest_sql import (
-    DELIVERY_FIELDS,
-    POSTGRES,
-    SQLITE,
-    Dialect,
-    bump_params,
-    bump_sql,
-    delete_keys_sql,
-    endpoints_sql,
-    insert_deliveries_sql,
-    insert_events_sql,
-    insert_keys_sql,
-    postgres_start_sql,
-)
-from webhooks.storage.models import BaseModel, Delivery, Endpoint, Event, Tenant
+from webhooks.ingest.idempotency import IdempotencyConflict, request_hash
+from webhooks.ingest.plan import Accepted, NewEvent, plan_rows, routes_of
 from webhooks.messaging.outbox import enqueue, message_for
-from webhooks.storage.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode
 from webhooks.messaging.publisher import Publisher
-from webhooks.storage.timeutil import utcnow
 from webhooks.messaging.topology import Topology
+from webhooks.storage.db import database, is_postgres, retrying, rollback_quietly, write
+from webhooks.storage.ingest_sql import POSTGRES, SQLITE, bump_params, bump_sql, endpoints_sql, postgres_start_sql
+from webhooks.storage.models import Delivery, Event, Tenant
+from webhooks.storage.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode
+from webhooks.storage.timeutil import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -93,123 +76,6 @@ class UnknownTenant(LookupError):
     """The tenant row is gone (deleted while its key was still cached)."""
 
 
-@dataclass(frozen=True)
-class NewEvent:
-    """One event as sent: its type, its payload and (optionally) its idempotency key."""
-
-    event_type: str
-    payload: dict[str, Any]
-    key: str | None = None
-
-
-@dataclass
-class Accepted:
-    event: Event
-    deliveries: list[Delivery]
-    #: True when the key was seen before: the same event is returned, nothing created.
-    replayed: bool
-
-
-def parks(endpoint: Endpoint) -> bool:
-    """New deliveries to a disabled, offline or recovering endpoint wait, parked, in order."""
-    return _parks(endpoint.disabled, endpoint.health)
-
-
-def _parks(disabled: Any, health: str) -> bool:
-    return bool(disabled) or health in PARKING_STATES
-
-
-# --- building rows -------------------------------------------------------------------------
-
-_PAYLOAD = Event._meta.fields["payload"]
-
-#: Rows per INSERT statement at most (SQLite allows 32,766 parameters in one statement).
-INSERT_CHUNK = 500
-
-#: Multi-row inserts are prepared (PostgreSQL) for up to this many rows.
-MAX_PREPARED_ROWS = 32
-
-#: A live endpoint as routing needs it: id, subscribed types, disabled, health.
-Route = tuple[str, list[str], Any, str]
-
-
-def _instance(model: type[BaseModel], data: dict[str, Any]) -> Any:
-    """A model instance as if read from the database (no defaults, nothing dirty)."""
-    row = model(__no_default__=True)
-    row.__data__ = data
-    return row
-
-
-def _routes(rows: Iterable[Sequence[Any]]) -> list[Route]:
-    """Endpoint rows ``(id, event_types JSON, disabled, health)``, their types parsed once per batch."""
-    return [(row[0], json.loads(row[1]), row[2], row[3]) for row in rows]
-
-
-@dataclass
-class _Plan:
-    """What a batch writes: its events, their keys and their deliveries, as rows."""
-
-    events: list[dict[str, Any]]
-    keys: list[list[Any]]
-    deliveries: list[list[dict[str, Any]]]
-
-    def statements(self, dialect: Dialect, tenant_id: str, expired: Sequence[str],
-                   sql_for: Callable[[str, str], str] = lambda _name, sql: sql) -> list[tuple[str, list[Any]]]:
-        """``(sql, params)`` of each statement; ``sql_for(name, sql)`` may swap in a prepared statement."""
-        out: list[tuple[str, list[Any]]] = []
-        if expired:
-            out.append((delete_keys_sql(dialect, len(expired)), [tenant_id, *expired]))
-        events = [[e["id"], e["tenant"], e["seq"], e["event_type"], _PAYLOAD.db_value(e["payload"]), e["created_at"]]
-                  for e in self.events]
-        deliveries = [[d[name] for name in DELIVERY_FIELDS] for group in self.deliveries for d in group]
-        for rows, table, build in ((events, "events", insert_events_sql), (self.keys, "keys", insert_keys_sql),
-                                   (deliveries, "deliveries", insert_deliveries_sql)):
-            for start in range(0, len(rows), INSERT_CHUNK):
-                chunk = rows[start:start + INSERT_CHUNK]
-                out.append((sql_for(statement_name(table, len(chunk)), build(dialect, len(chunk))),
-                            [value for row in chunk for value in row]))
-        return out
-
-    def shapes(self) -> list[tuple[str, str]]:
-        """``(name, sql)`` of the small multi-row inserts this plan used: worth preparing for next time."""
-        out = []
-        for table, rows, build in (("events", len(self.events), insert_events_sql),
-                                   ("keys", len(self.keys), insert_keys_sql),
-                                   ("deliveries", sum(map(len, self.deliveries)), insert_deliveries_sql)):
-            if 0 < rows <= MAX_PREPARED_ROWS:
-                out.append((statement_name(table, rows), build(POSTGRES, rows)))
-        return out
-
-    def accepted(self) -> list[Accepted]:
-        return [Accepted(_instance(Event, event), [_instance(Delivery, d) for d in deliveries], replayed=False)
-                for event, deliveries in zip(self.events, self.deliveries)]
-
-
-def _plan(tenant_id: str, first_seq: int, items: Sequence[NewEvent], digests: Sequence[str | None], now: datetime,
-          routes: list[Route], exclude_endpoint: str | None) -> _Plan:
-    plan = _Plan([], [], [])
-    event_ids = new_ids("evt", len(items))
-    delivery_ids = iter(new_ids("dlv", len(items) * len(routes)))
-    for offset, (item, digest, event_id) in enumerate(zip(items, digests, event_ids)):
-        plan.events.append({"id": event_id, "tenant": tenant_id, "seq": first_seq + offset,
-                            "event_type": item.event_type, "payload": item.payload, "created_at": now})
-        if item.key is not None:
-            plan.keys.append([tenant_id, item.key, event_id, digest, now])
-        deliveries = []
-        for endpoint_id, event_types, disabled, health in routes:
-            if endpoint_id == exclude_endpoint or not wants(event_types, item.event_type):
-                continue
-            parked = _parks(disabled, health)
-            deliveries.append({
-                "id": next(delivery_ids), "tenant": tenant_id, "event": event_id, "endpoint": endpoint_id,
-                "status": "parked" if parked else "pending", "attempts": 0,
-                "next_attempt_at": None if parked else now, "created_at": now, "updated_at": now,
-            })
-        deliveries.sort(key=lambda d: d["id"])  # as a replay and GET /v1/events/<id> list them
-        plan.deliveries.append(deliveries)
-    return plan
-
-
 def _last_seq(row: Sequence[Any] | None, rate_limit: float | None) -> int:
     """The last seq of the batch, or RateLimited when the bump found too few tokens left."""
     if row is None:
@@ -222,10 +88,6 @@ def _last_seq(row: Sequence[Any] | None, rate_limit: float | None) -> int:
 
 
 # --- storing -------------------------------------------------------------------------------
-
-
-def statement_name(table: str, rows: int) -> str:
-    return f"ingest_{table}_{rows}"
 
 
 #: Which statements each connection has prepared (``PG_PREPARED_STATEMENTS``).
@@ -261,8 +123,8 @@ def _store_postgres(tenant_id: str, items: Sequence[NewEvent], digests: Sequence
                 if rows and rows[0][2]:  # before the bucket: replayed items spend no token
                     raise _KeySeen()
                 last = _last_seq(rows[0] if rows else None, rate_limit)
-                routes = _routes(row[3:] for row in rows if row[3] is not None)
-                plan = _plan(tenant_id, last - len(items) + 1, items, digests, now, routes, exclude_endpoint)
+                routes = routes_of(row[3:] for row in rows if row[3] is not None)
+                plan = plan_rows(tenant_id, last - len(items) + 1, items, digests, now, routes, exclude_endpoint)
                 statements = plan.statements(POSTGRES, tenant_id, expired, prepared.sql_for)
                 sql = "; ".join(statement for statement, _ in statements) + "; COMMIT"
                 database.execute_sql(sql, [value for _, values in statements for value in values])
@@ -291,8 +153,8 @@ def _store_generic(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[
     bump = bump_sql(dialect, rate_limit is not None)
     cursor = database.execute_sql(bump, bump_params(dialect, tenant_id, rate_limit, now, len(items)))
     last = _last_seq(cursor.fetchone(), rate_limit)
-    routes = _routes(database.execute_sql(endpoints_sql(dialect), [tenant_id]).fetchall())
-    plan = _plan(tenant_id, last - len(items) + 1, items, digests, now, routes, exclude_endpoint)
+    routes = routes_of(database.execute_sql(endpoints_sql(dialect), [tenant_id]).fetchall())
+    plan = plan_rows(tenant_id, last - len(items) + 1, items, digests, now, routes, exclude_endpoint)
     for statement, values in plan.statements(dialect, tenant_id, expired):
         database.execute_sql(statement, values)
     return plan.accepted()
