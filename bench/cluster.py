@@ -286,17 +286,23 @@ class Cluster:
         self._boot(node)
 
     def leader(self, queue: str, vhost: str = "/") -> tuple[str, list[str]]:
-        """(leader node name, member node names) of a quorum queue, asked of any running node."""
+        """(leader node name, member node names) of a quorum queue, asked of each running node in turn.
+
+        A node that has just restarted may not list the queue yet: the next node is asked.
+        """
+        asked = False
         for node in self.nodes:
             if not self.running(node):
                 continue
+            asked = True
             out = self.ctl(node, "list_queues", "-p", vhost, "-q", "name", "leader", "members",
                            "--formatter", "json")
             for row in json.loads(out):
                 if row["name"] == queue:
                     return str(row["leader"]), [str(member) for member in row["members"]]
-            raise KeyError(f"no queue {queue!r} in vhost {vhost!r}")
-        raise RuntimeError("no node of the cluster is running")
+        if not asked:
+            raise RuntimeError("no node of the cluster is running")
+        raise KeyError(f"no running node lists queue {queue!r} in vhost {vhost!r}")
 
     def status(self) -> str:
         lines = [f"{node.name}: {'running' if self.running(node) else 'stopped'} on {node.amqp_port}"

@@ -98,7 +98,7 @@ class Faults:
         try:
             for offset in self.kill_at:
                 time.sleep(max(0.0, started + offset - time.time()))
-                leader, _members = self.cluster.leader(self.queue)
+                leader = self._leader_after(dead="")
                 killed_before = {kill.node for kill in self.kills}
                 victim = leader if leader not in killed_before else next(
                     node.name for node in self.cluster.nodes if node.name not in killed_before | {leader})
@@ -117,13 +117,15 @@ class Faults:
             self.error = error
 
     def _leader_after(self, dead: str) -> str:
+        """The queue's leader once it is not ``dead``; while a leader is elected or a restarted
+        node catches up, the queue may have none or be listed by no node for a moment."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
                 leader, _ = self.cluster.leader(self.queue)
                 if leader != dead:
                     return leader
-            except RuntimeError:
+            except (RuntimeError, KeyError):
                 pass
             time.sleep(0.5)
         return "none within 30 s"
