@@ -34,7 +34,7 @@ def spill(messages: Sequence[DeliveryMessage]) -> list[bool]:
         return []
     now = utcnow()
     sql = delivery_sql.spill_sql(len(messages))
-    params: list[Any] = [value for m in messages for value in (m.delivery_id, m.attempt - 1)]
+    params: list[Any] = [value for m in delivery_sql.in_lock_order(messages) for value in (m.delivery_id, m.attempt - 1)]
     params.append(Delivery.spilled_at.db_value(now))
     with write():
         durable_commit()

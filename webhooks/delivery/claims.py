@@ -109,7 +109,7 @@ def _lease_plain(messages: list[DeliveryMessage], now: datetime, lease_until: da
     if not messages:
         return {}
     sql = delivery_sql.lease_sql(len(messages))
-    params: list[Any] = [value for m in messages for value in (m.delivery_id, m.attempt - 1)]
+    params: list[Any] = [value for m in delivery_sql.in_lock_order(messages) for value in (m.delivery_id, m.attempt - 1)]
     stamp = Delivery.lease_until.db_value
     params += [stamp(lease_until), stamp(now)]
     to_datetime = Delivery.next_attempt_at.python_value

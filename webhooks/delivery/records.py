@@ -130,7 +130,7 @@ def _advance_deliveries(items: Sequence[tuple[DeliveryMessage, Outcome]], now: d
     sql = delivery_sql.advance_sql(len(first))
     stamp = Delivery.updated_at.db_value
     params: list[Any] = []
-    for message, outcome in first.values():
+    for message, outcome in sorted(first.values(), key=lambda item: item[0].delivery_id):  # lock order
         params += [
             message.delivery_id, message.attempt, outcome.status, stamp(outcome.next_attempt_at),
             outcome.last_status_code, outcome.last_error, stamp(now) if outcome.enqueued else None,

@@ -10,10 +10,25 @@ function names.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Protocol, Sequence, TypeVar
 
 from webhooks.storage import sqltext
 from webhooks.storage.db import database, is_postgres
 from webhooks.storage.models import Delivery
+
+class _HasDeliveryId(Protocol):
+    delivery_id: str
+
+
+_Row = TypeVar("_Row", bound=_HasDeliveryId)
+
+
+def in_lock_order(rows: Sequence[_Row]) -> list[_Row]:
+    """``rows`` by delivery id: every multi-row statement on deliveries takes its row locks in
+    id order (the outbox mark's ``id = ANY(…)`` walks the primary key in that order too), so two
+    of them never wait on each other in a circle (PostgreSQL's "deadlock detected")."""
+    return sorted(rows, key=lambda row: row.delivery_id)
+
 
 #: The lease of the common case, returning what the attempt needs to know.
 _LEASE = (
