@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 from webhooks.delivery.claims import ClaimState, claim, claim_many
+from webhooks.storage.db import database
 from webhooks.storage.ids import new_id
 from webhooks.ingest.accept import store_event
 from webhooks.messaging.messages import DeliveryMessage
@@ -149,3 +151,24 @@ def test_an_item_that_breaks_a_constraint_does_not_sink_the_rest_of_its_batch(te
     assert Delivery.get_by_id(good.delivery_id).status == "delivered"
     assert Delivery.get_by_id(bad.delivery_id).status == "pending", "nothing of the broken item was written"
     assert [row.delivery_id for row in Attempt.select()] == [good.delivery_id]
+
+
+def test_a_batch_updates_its_deliveries_in_id_order_whatever_order_its_messages_came_in(
+    tenant: SimpleNamespace, monkeypatch: Any,
+) -> None:
+    # Two batches locking the same rows in different orders deadlock; the outbox mark walks ids in order.
+    messages = list(reversed(_messages(tenant, 4)))
+    ids_bound: list[list[str]] = []
+    real_execute = database.obj.execute_sql
+
+    def watching(sql: str, params: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if sql.lstrip().startswith("WITH v("):
+            ids_bound.append([value for value in params or () if isinstance(value, str) and value.startswith("dlv_")])
+        return real_execute(sql, params, *args, **kwargs)
+
+    monkeypatch.setattr(database.obj, "execute_sql", watching)
+    claim_many(messages, LEASE)
+    record_many([(message, _delivered(message)) for message in messages], offline_after=5)
+
+    assert len(ids_bound) == 2, "one lease and one advance, each a single statement"
+    assert all(ids == sorted(ids) and len(ids) == 4 for ids in ids_bound)
