@@ -5,13 +5,20 @@ batch takes everything queued (up to ``max_batch``) in one call of ``run`` on th
 database executor, so one transaction (one lock round, one WAL flush) serves many
 attempts, and a lone item goes at once with no added wait. At most one batch of a
 batcher runs at a time. If the batch raises, every item in it gets that exception.
+
+A batcher given a ``share`` key (the tenant) forms each batch by turns: one item of
+every key that has some queued, then a second of each, and so on, in the order the
+keys first queued. What queues here is the work already handed out by the lanes, and
+a flooding tenant can have a thousand items of it waiting; taking turns puts another
+tenant's one item into the very next batch (and first in it, so its caller resumes
+first) instead of behind the flood.
 """
 
 from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Executor
-from typing import Any, Callable, Generic, Sequence, TypeVar
+from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
 import peewee
 
@@ -34,10 +41,12 @@ def database_work(fn: Callable[..., R], *args: Any) -> R:
 
 
 class Batcher(Generic[T, R]):
-    def __init__(self, run: Callable[[Sequence[T]], Sequence[R]], executor: Executor, max_batch: int = 256) -> None:
+    def __init__(self, run: Callable[[Sequence[T]], Sequence[R]], executor: Executor, max_batch: int = 256,
+                 share: Callable[[T], Hashable] | None = None) -> None:
         self._run = run
         self._executor = executor
         self._max_batch = max_batch
+        self._share = share
         self._queued: list[tuple[T, asyncio.Future[R]]] = []
         self._running = False
 
@@ -49,10 +58,36 @@ class Batcher(Generic[T, R]):
         return await future
 
     def _start(self) -> None:
-        batch, self._queued = self._queued[: self._max_batch], self._queued[self._max_batch :]
+        batch, self._queued = self._next_batch()
         self._running = True
         task = asyncio.get_running_loop().run_in_executor(self._executor, self._execute, [item for item, _ in batch])
         task.add_done_callback(lambda done: self._finish(batch, done))
+
+    def _next_batch(self) -> tuple[list[tuple[T, "asyncio.Future[R]"]], list[tuple[T, "asyncio.Future[R]"]]]:
+        """The next batch and what stays queued (each in the order it queued)."""
+        queued, size = self._queued, self._max_batch
+        if self._share is None:
+            return queued[:size], queued[size:]
+        by_key: dict[Hashable, list[tuple[T, asyncio.Future[R]]]] = {}
+        for entry in queued:
+            by_key.setdefault(self._share(entry[0]), []).append(entry)
+        if len(by_key) == 1:
+            return queued[:size], queued[size:]
+        batch: list[tuple[T, asyncio.Future[R]]] = []
+        turn = 0
+        while len(batch) < size:
+            took = False
+            for entries in by_key.values():
+                if turn < len(entries):
+                    batch.append(entries[turn])
+                    took = True
+                    if len(batch) == size:
+                        break
+            if not took:
+                break
+            turn += 1
+        chosen = {id(entry) for entry in batch}
+        return batch, [entry for entry in queued if id(entry) not in chosen]
 
     def _execute(self, items: list[T]) -> Sequence[R]:
         results = database_work(self._run, items)

@@ -68,6 +68,14 @@ def _mark_each(messages: Sequence[DeliveryMessage]) -> list[None]:
     return [None] * len(messages)
 
 
+def _tenant_of(message: DeliveryMessage) -> str:
+    return message.tenant_id
+
+
+def _tenant_of_record(item: tuple[DeliveryMessage, Any]) -> str:
+    return item[0].tenant_id
+
+
 class Engine:
     """One worker process's delivery engine. ``run()`` blocks; ``stop()`` may be called from any thread."""
 
@@ -113,8 +121,9 @@ class Engine:
             lanes=Lanes(settings.endpoint_max_in_flight),
             sender=sender,
             executor=executor,
-            claims=Batcher(partial(claim_many, lease_seconds=lease), executor),
-            records=Batcher(partial(record_many, offline_after=settings.offline_after_failures), executor),
+            claims=Batcher(partial(claim_many, lease_seconds=lease), executor, share=_tenant_of),
+            records=Batcher(partial(record_many, offline_after=settings.offline_after_failures), executor,
+                            share=_tenant_of_record),
             marks=Batcher(_mark_each, executor),
             stopping=asyncio.Event(),
             wake=self._wake,
