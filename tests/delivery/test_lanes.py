@@ -106,4 +106,69 @@ def test_idle_lanes_are_forgotten_and_busy_ones_kept() -> None:
     lanes.forget_idle(now=0.0, after=60.0)
     dropped = lanes.forget_idle(now=61.0, after=60.0)
 
-    assert dropped == 1 and set(lanes.lanes) == {"ep_busy"} and set(lanes.tenants) == {"ten_b"}
+    assert dropped == 1 and set(lanes.lanes) == {"ep_busy"} and lanes.tenant_ids() == {"ten_b"}
+
+
+def measured_lane(lanes: Lanes, tenant: str, endpoint: str, count: int, answers_in: float, start_tag: int = 0) -> None:
+    """``count`` messages for an endpoint whose one answer so far took ``answers_in`` seconds."""
+    window = lanes.lane(endpoint, tenant).window
+    window.started()
+    window.finished(Signal.ANSWERED, sent_at=0.0, now=answers_in)
+    for n in range(count):
+        lanes.add(message(tenant, endpoint, n), tag=start_tag + n, session=1, now=0.0)
+
+
+def quick_lane(lanes: Lanes, tenant: str, endpoint: str, count: int, start_tag: int = 0) -> None:
+    measured_lane(lanes, tenant, endpoint, count, 0.005, start_tag)
+
+
+def slow_lane(lanes: Lanes, tenant: str, endpoint: str, count: int, start_tag: int = 0) -> None:
+    measured_lane(lanes, tenant, endpoint, count, 5.0, start_tag)
+
+
+def test_quick_deliveries_under_way_are_bounded_and_the_rest_wait_in_their_lanes() -> None:
+    lanes = Lanes(ceiling=128, quick_budget=3)
+    quick_lane(lanes, "ten_a", "ep_1", 5)
+    quick_lane(lanes, "ten_a", "ep_2", 5, start_tag=100)
+
+    taken = hand_out(lanes, 10)
+
+    assert len(taken) == 3 and lanes.quick_under_way == 3 and lanes.held == 7
+
+
+def test_settled_quick_deliveries_free_their_share_and_a_waiting_tenant_gets_the_next_turns() -> None:
+    lanes = Lanes(ceiling=128, quick_budget=2)
+    quick_lane(lanes, "ten_a", "ep_a", 100)
+    first = [lanes.next_ready(0.0), lanes.next_ready(0.0)]
+    quick_lane(lanes, "ten_b", "ep_b", 1, start_tag=1000)  # arrives while A uses the whole budget
+    assert lanes.next_ready(0.0) is None
+
+    for held in first:
+        assert held is not None
+        lanes.settled(held)
+    after = [lanes.next_ready(0.0), lanes.next_ready(0.0)]
+
+    assert "dlv_ep_b_0" in [held.message.delivery_id for held in after if held is not None]
+    assert lanes.quick_under_way == 2 and lanes.next_ready(0.0) is None
+
+
+def test_slow_endpoints_go_on_while_the_quick_budget_is_used_up() -> None:
+    lanes = Lanes(ceiling=128, quick_budget=1)
+    quick_lane(lanes, "ten_a", "ep_quick", 10)
+    slow_lane(lanes, "ten_b", "ep_slow", 10, start_tag=100)
+
+    taken = hand_out(lanes, 20)
+
+    assert sum("ep_quick" in t for t in taken) == 1
+    assert sum("ep_slow" in t for t in taken) == 4  # its window (4 at first), not the quick budget
+    assert lanes.quick_under_way == 1
+
+
+def test_quick_and_slow_lanes_take_turns() -> None:
+    lanes = Lanes(ceiling=128)
+    quick_lane(lanes, "ten_a", "ep_quick", 10)
+    slow_lane(lanes, "ten_a", "ep_slow", 10, start_tag=100)
+
+    taken = hand_out(lanes, 4)
+
+    assert ["quick" if "ep_quick" in t else "slow" for t in taken] == ["quick", "slow", "quick", "slow"]

@@ -160,3 +160,15 @@ def test_the_workers_own_delay_is_not_counted_against_the_receiver() -> None:
     level = window.started()
     window.finished(Signal.ANSWERED, sent_at=now + 0.4, now=now + 0.7, level=level)
     assert window.cuts == 1
+
+
+def test_latency_alone_never_cuts_below_the_initial_window_but_failures_do() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 8, 0.02)
+    for _ in range(5):  # slow answers, each a round trip after the last cut
+        now += 3.0
+        window.started()
+        window.finished(Signal.ANSWERED, sent_at=now - 2.5, now=now, level=2)
+    assert window.size == INITIAL_WINDOW
+    now = run_round(window, now, 0.02, Signal.FAILED)
+    assert window.size == INITIAL_WINDOW // 2

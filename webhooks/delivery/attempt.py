@@ -53,6 +53,9 @@ class Attempts:
             self._done(held, Signal.NEUTRAL, 0.0)
             self.rt.requeue(held.tag, held.session)
             return
+        finally:
+            self.rt.claiming -= 1
+            self.rt.wake()
         if claim.state is ClaimState.CLAIMED and claim.endpoint is not None:
             await self._attempt(held, claim)
             return

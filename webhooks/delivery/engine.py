@@ -53,6 +53,16 @@ log = logging.getLogger(__name__)
 #: Threads for database work (claims, records, marks and backlog moves run side by side).
 DATABASE_THREADS = 4
 
+#: Claims per transaction, and how many messages may be handed out ahead of their claim.
+#: Work waits in its lane, where tenants take turns, not in a queue for the database:
+#: a message handed out waits for at most the batch running and its own, and the burst
+#: of calls a finished batch sets off stays short enough for the loop to turn around.
+CLAIM_BATCH = 64
+CLAIMS_AHEAD = 2 * CLAIM_BATCH
+
+#: Deliveries to quick endpoints under way at once in one process (``lanes.Lanes.quick_budget``).
+QUICK_BUDGET = 128
+
 #: Longest pause between attempts to reach a broker that is down (seconds).
 MAX_BACKOFF_SECONDS = 10.0
 
@@ -118,10 +128,10 @@ class Engine:
         lease = settings.delivery_timeout + LEASE_MARGIN_SECONDS
         rt = Runtime(
             settings=settings,
-            lanes=Lanes(settings.endpoint_max_in_flight),
+            lanes=Lanes(settings.endpoint_max_in_flight, QUICK_BUDGET),
             sender=sender,
             executor=executor,
-            claims=Batcher(partial(claim_many, lease_seconds=lease), executor, share=_tenant_of),
+            claims=Batcher(partial(claim_many, lease_seconds=lease), executor, CLAIM_BATCH, share=_tenant_of),
             records=Batcher(partial(record_many, offline_after=settings.offline_after_failures), executor,
                             share=_tenant_of_record),
             marks=Batcher(_mark_each, executor),
@@ -272,7 +282,8 @@ class Engine:
         if rt.stopping.is_set() and rt.session is None:
             return
         now = rt.loop.time()
-        while (held := rt.lanes.next_ready(now)) is not None:
+        while rt.claiming < CLAIMS_AHEAD and (held := rt.lanes.next_ready(now)) is not None:
+            rt.claiming += 1
             lane = held.lane
             lane.sending[held] = (now, lane.window.started())
             self._watch(lane)
@@ -282,6 +293,9 @@ class Engine:
         try:
             await self.attempts.handle(held)
         finally:
+            assert self.rt is not None
+            self.rt.lanes.settled(held)
+            self._wake()
             self.spiller.after_settled(held)
 
     def _watch(self, lane: Lane) -> None:

@@ -9,6 +9,17 @@ lane. Lanes live in memory up to a bound; beyond it the engine moves the newest
 messages of the longest lanes to the database (``spill``) and fetches them back when
 the lane runs short. Nothing here does I/O or knows about time except through the
 numbers it is handed.
+
+Taking turns at the hand-out only helps if what is handed out does not then queue
+somewhere first come, first served. It would: in the database batches and in the
+event loop's own queue of callbacks, where every delivery under way takes a turn. A
+call to a quick receiver is nearly all such turns (claim, request, answer, record,
+ack), so deliveries under way to quick endpoints share ``quick_budget``; beyond it,
+their lanes wait here, in turn, and a tenant with one event finds a loop that turns
+round in milliseconds instead of one queued with another tenant's thousands. A call to
+a slow endpoint spends its time waiting for the answer, which costs the loop nothing,
+so it does not count: thousands of those can be under way. Quick and slow lanes take
+turns in two rings, served alternately, so that neither kind holds up the other.
 """
 
 from __future__ import annotations
@@ -18,6 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from webhooks.delivery.window import Window
+
+#: An endpoint whose fastest recent answer came within this many seconds is a quick one
+#: (so is one not measured yet): its deliveries under way count against ``quick_budget``.
+QUICK_SECONDS = 0.1
 from webhooks.messaging.messages import DeliveryMessage
 
 
@@ -31,17 +46,19 @@ class Held:
     #: Which broker session the tag belongs to (a tag is meaningless after a reconnect).
     session: int
     lane: "Lane" = field(repr=False)
+    #: Handed out as a quick delivery: it holds a share of ``Lanes.quick_budget`` until settled.
+    quick: bool = False
 
 
 class Lane:
     """One endpoint's messages waiting in this process, and its window."""
 
-    __slots__ = ("endpoint_id", "tenant", "queue", "window", "paused_until", "spilled", "refilling",
+    __slots__ = ("endpoint_id", "tenant_id", "queue", "window", "paused_until", "spilled", "refilling",
                  "sending", "idle_since", "ready", "finished", "pace", "watch")
 
-    def __init__(self, endpoint_id: str, tenant: "TenantRing", ceiling: int) -> None:
+    def __init__(self, endpoint_id: str, tenant_id: str, ceiling: int) -> None:
         self.endpoint_id = endpoint_id
-        self.tenant = tenant
+        self.tenant_id = tenant_id
         self.queue: deque[Held] = deque()
         self.window = Window(ceiling)
         #: Loop time until which nothing is sent (rate limit); 0 when not paused.
@@ -54,7 +71,7 @@ class Lane:
         self.sending: dict[Held, tuple[float, int]] = {}
         #: Loop time since which the lane is empty with nothing in flight (lanes are dropped later).
         self.idle_since: float | None = None
-        #: The lane is in its tenant's ring of lanes with work to hand out.
+        #: The lane is in its tenant's ring of lanes with work to hand out (quick or slow).
         self.ready = False
         #: Messages settled since the pace was last measured, and the pace (per second, smoothed).
         self.finished = 0
@@ -64,6 +81,12 @@ class Lane:
 
     def can_send(self, now: float) -> bool:
         return bool(self.queue) and self.window.has_room() and self.paused_until <= now
+
+    @property
+    def quick(self) -> bool:
+        """Does this endpoint answer quickly (or is it not measured yet)?"""
+        baseline = self.window.baseline
+        return baseline is None or baseline < QUICK_SECONDS
 
     @property
     def held(self) -> int:
@@ -83,24 +106,64 @@ class TenantRing:
         self.ready = False
 
 
+class Turns:
+    """Round-robin over tenants, then over each tenant's lanes, for one kind of lane (quick or slow)."""
+
+    def __init__(self) -> None:
+        self.tenants: dict[str, TenantRing] = {}
+        self.ring: deque[TenantRing] = deque()
+
+    def add(self, lane: Lane) -> None:
+        tenant = self.tenants.get(lane.tenant_id)
+        if tenant is None:
+            tenant = self.tenants[lane.tenant_id] = TenantRing(lane.tenant_id)
+        tenant.ring.append(lane)
+        if not tenant.ready:
+            tenant.ready = True
+            self.ring.append(tenant)
+
+    def next_lane(self) -> Lane | None:
+        """The lane whose turn it is (out of the ring: ``Lanes.wake`` puts it back), or None."""
+        if not self.ring:
+            return None
+        tenant = self.ring.popleft()
+        lane = tenant.ring.popleft()
+        if tenant.ring:
+            self.ring.append(tenant)
+        else:
+            tenant.ready = False
+        return lane
+
+    def clear(self) -> None:
+        for tenant in self.tenants.values():
+            tenant.ring.clear()
+            tenant.ready = False
+        self.ring.clear()
+
+    def forget_tenants(self, live: set[str]) -> None:
+        for tenant_id in [t for t in self.tenants if t not in live]:
+            del self.tenants[tenant_id]
+
+
 class Lanes:
     """Every lane of this process and the round-robin over them."""
 
-    def __init__(self, ceiling: int) -> None:
+    def __init__(self, ceiling: int, quick_budget: int = 128) -> None:
         self.ceiling = ceiling
         self.lanes: dict[str, Lane] = {}
-        self.tenants: dict[str, TenantRing] = {}
-        self._ring: deque[TenantRing] = deque()
         #: Messages waiting in every lane (not in flight).
         self.held = 0
+        #: How many deliveries to quick endpoints may be under way at once, and how many are.
+        self.quick_budget = max(1, quick_budget)
+        self.quick_under_way = 0
+        self._quick, self._slow = Turns(), Turns()
+        #: The slow ring has the next turn when both kinds could send.
+        self._slow_next = False
 
     def lane(self, endpoint_id: str, tenant_id: str) -> Lane:
         lane = self.lanes.get(endpoint_id)
         if lane is None:
-            tenant = self.tenants.get(tenant_id)
-            if tenant is None:
-                tenant = self.tenants[tenant_id] = TenantRing(tenant_id)
-            lane = self.lanes[endpoint_id] = Lane(endpoint_id, tenant, self.ceiling)
+            lane = self.lanes[endpoint_id] = Lane(endpoint_id, tenant_id, self.ceiling)
         return lane
 
     def add(self, message: DeliveryMessage, tag: int | None, session: int, now: float, front: bool = False) -> Held:
@@ -127,30 +190,37 @@ class Lanes:
         if lane.ready or not lane.can_send(now):
             return
         lane.ready = True
-        tenant = lane.tenant
-        tenant.ring.append(lane)
-        if not tenant.ready:
-            tenant.ready = True
-            self._ring.append(tenant)
+        (self._quick if lane.quick else self._slow).add(lane)
 
     def next_ready(self, now: float) -> Held | None:
-        """The next message to send, taking turns by tenant, then by endpoint; None if none can go."""
-        while self._ring:
-            tenant = self._ring.popleft()
-            lane = tenant.ring.popleft()
-            lane.ready = False
-            held: Held | None = None
-            if lane.can_send(now):
-                held = lane.queue.popleft()
-                self.held -= 1
-                self.wake(lane, now)  # to the back of its tenant's turn, if it can send again
-            if tenant.ring:
-                self._ring.append(tenant)
+        """The next message to send, taking turns by tenant, then by endpoint; None if none can go.
+        Quick lanes wait (in turn) while the quick budget is used up; slow lanes go on."""
+        while True:
+            quick_room = self.quick_under_way < self.quick_budget
+            if quick_room and self._quick.ring and not (self._slow_next and self._slow.ring):
+                turns, quick = self._quick, True
+            elif self._slow.ring:
+                turns, quick = self._slow, False
             else:
-                tenant.ready = False
-            if held is not None:
-                return held
-        return None
+                return None
+            self._slow_next = quick
+            lane = turns.next_lane()
+            assert lane is not None
+            lane.ready = False
+            if not lane.can_send(now):
+                continue
+            held = lane.queue.popleft()
+            self.held -= 1
+            held.quick = quick
+            self.quick_under_way += quick
+            self.wake(lane, now)  # to the back of its tenant's turn, if it can send again
+            return held
+
+    def settled(self, held: Held) -> None:
+        """A delivery handed out by ``next_ready`` is over: its share of the quick budget is free."""
+        if held.quick:
+            held.quick = False
+            self.quick_under_way -= 1
 
     def take_newest(self, lane: Lane, count: int) -> list[Held]:
         """Remove up to ``count`` of the lane's newest waiting ladder messages (to move them to the
@@ -174,10 +244,8 @@ class Lanes:
         for lane in self.lanes.values():
             lane.queue.clear()
             lane.ready = False
-        for tenant in self.tenants.values():
-            tenant.ring.clear()
-            tenant.ready = False
-        self._ring.clear()
+        self._quick.clear()
+        self._slow.clear()
         self.held = 0
         return taken
 
@@ -194,10 +262,14 @@ class Lanes:
             elif now - lane.idle_since >= after:
                 del self.lanes[endpoint_id]
                 dropped += 1
-        live_tenants = {lane.tenant.tenant_id for lane in self.lanes.values()}
-        for tenant_id in [t for t in self.tenants if t not in live_tenants]:
-            del self.tenants[tenant_id]
+        live_tenants = {lane.tenant_id for lane in self.lanes.values()}
+        self._quick.forget_tenants(live_tenants)
+        self._slow.forget_tenants(live_tenants)
         return dropped
+
+    def tenant_ids(self) -> set[str]:
+        """Tenants with a lane here."""
+        return {*self._quick.tenants, *self._slow.tenants}
 
     def set_ceiling(self, ceiling: int) -> None:
         self.ceiling = ceiling
@@ -208,5 +280,5 @@ class Lanes:
         return iter(self.lanes.values())
 
     def stats(self) -> dict[str, Any]:
-        return {"lanes": len(self.lanes), "held": self.held,
+        return {"lanes": len(self.lanes), "held": self.held, "quick_under_way": self.quick_under_way,
                 "in_flight": sum(lane.window.in_flight for lane in self.lanes.values())}

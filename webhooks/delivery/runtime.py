@@ -68,6 +68,8 @@ class Runtime:
     requeue_pause: float = REQUEUE_PAUSE_SECONDS
     #: Attempts running now (each owns one Held until it is settled).
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    #: Messages handed out whose claim has not been answered yet (the engine bounds it).
+    claiming: int = 0
     _warned_at: float = -DATABASE_WARNING_EVERY_SECONDS
 
     @property

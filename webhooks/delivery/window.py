@@ -12,7 +12,7 @@ one is) costs a stall per probe, so probes must be rare.
 A timeout, a connection error, a 5xx or a 429 halves it. Latency well above the
 endpoint's baseline brings it back to just below the number of calls that were in
 flight when the slow call was sent (the level at which the receiver gave way), but
-never cuts it by more than half. Only one cut per round trip: the calls that were
+never cuts it by more than half, nor below ``LATENCY_FLOOR``. Only one cut per round trip: the calls that were
 already under way when the window was cut report the same overload again, and must
 not cut it twice. A call outstanding far longer than the baseline counts as slow
 before it returns, so a receiver that falls off a cliff (answers in 2 s instead of
@@ -38,6 +38,12 @@ INITIAL_WINDOW = 4
 
 #: The window never goes below this: a failing endpoint still gets its retries.
 MIN_WINDOW = 1
+
+#: Latency alone never cuts the window below this (failures still do): a receiver that
+#: answers slowly with a handful of calls in flight is not being overloaded by them, and
+#: at this size the slowness is as likely the worker's own (a busy loop), which must not
+#: starve an endpoint with a trickle of events.
+LATENCY_FLOOR = INITIAL_WINDOW
 
 #: A call slower than ``baseline * LATENCY_TOLERANCE + LATENCY_SLACK_SECONDS`` is a sign of overload.
 LATENCY_TOLERANCE = 2.0
@@ -175,7 +181,8 @@ class Window:
 
     def _slow(self, sent_at: float, now: float, level: int | None) -> None:
         below = self.limit * SLOW_CUT if level is None else level - 1
-        if self._cut(min(self.limit - 1, max(below, self.limit * SLOW_CUT)), sent_at, now) and level is not None:
+        to = max(min(self.limit - 1, max(below, self.limit * SLOW_CUT)), min(self.limit, LATENCY_FLOOR))
+        if to < self.limit and self._cut(to, sent_at, now) and level is not None:
             self._gave_way = level
 
     def _grow(self, now: float, allowance: float) -> None:
