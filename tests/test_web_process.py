@@ -1,8 +1,13 @@
-"""The web process as the Procfile runs it: gunicorn with ``webhooks.gunicorn_conf``, threaded workers."""
+"""The web process as the Procfile runs it: gunicorn with ``webhooks.gunicorn_conf``, threaded workers.
+
+A tenant flooding the API never slows the others: each process serves ``WEB_THREADS``
+requests at once and gives one tenant at most ``TENANT_MAX_CONCURRENT_REQUESTS`` of them.
+"""
 
 from __future__ import annotations
 
 import importlib
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +50,42 @@ def test_the_web_process_runs_threaded_workers_sized_by_the_environment(monkeypa
     importlib.reload(gunicorn_conf)
 
 
+class SocketGate:
+    """Where ``tests.gated_app`` holds requests: each held request is one connection, let go by one byte."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(30)
+        self.held: list[socket.socket] = []
+
+    @property
+    def port(self) -> int:
+        return int(self.listener.getsockname()[1])
+
+    def wait_for(self, count: int) -> None:
+        """Return once ``count`` requests are held (fails after 30 s)."""
+        while len(self.held) < count:
+            connection, _ = self.listener.accept()
+            self.held.append(connection)
+
+    def open(self) -> None:
+        for connection in self.held:
+            connection.sendall(b"x")
+            connection.close()
+        self.held = []
+
+    def close(self) -> None:
+        self.open()
+        self.listener.close()
+
+
+@pytest.fixture
+def socket_gate() -> Iterator[SocketGate]:
+    gate = SocketGate()
+    yield gate
+    gate.close()
+
+
 @pytest.fixture
 def start_web(tmp_path: Path) -> Iterator[Callable[..., str]]:
     """``start_web(settings, **env)``: gunicorn as the Procfile runs it, serving ``tests.gated_app``; its URL."""
@@ -84,11 +125,41 @@ def start_web(tmp_path: Path) -> Iterator[Callable[..., str]]:
             process.wait()
 
 
+def test_gunicorn_serves_another_tenant_while_one_tenant_holds_its_cap_and_floods(
+    settings: Settings, tenant: SimpleNamespace, other_tenant: SimpleNamespace, socket_gate: SocketGate,
+    start_web: Callable[..., str],
+) -> None:
+    url = start_web(settings, WEB_CONCURRENCY="1", WEB_THREADS="4", TENANT_MAX_CONCURRENT_REQUESTS="2",
+                    GATE_TENANT=tenant.id, GATE_PORT=str(socket_gate.port))
+
+    def post(who: SimpleNamespace) -> httpx.Response:
+        return httpx.post(f"{url}/v1/events", json=EVENT, headers={"Authorization": f"Bearer {who.api_key}"},
+                          timeout=20.0, trust_env=False)
+
+    with ThreadPoolExecutor(8) as pool:
+        held = [pool.submit(post, tenant) for _ in range(2)]
+        socket_gate.wait_for(2)
+        # More requests than the process has threads: each is refused at once, none waits.
+        flood = [pool.submit(post, tenant) for _ in range(6)]
+        refused = [future.result(timeout=20) for future in flood]
+        other = post(other_tenant)
+        written_while_held = Event.select().where(Event.tenant == tenant.id).count()
+        socket_gate.open()
+        accepted = [future.result(timeout=20) for future in held]
+
+    assert [response.status_code for response in refused] == [429] * 6
+    assert all(response.headers["Retry-After"] == "1" for response in refused)
+    assert other.status_code == 202
+    assert written_while_held == 0
+    assert [response.status_code for response in accepted] == [202, 202]
+    assert Event.select().where(Event.tenant == tenant.id).count() == 2
+
+
 def test_a_threaded_worker_answers_many_tenants_concurrent_requests_as_a_single_thread_would(
     settings: Settings, start_web: Callable[..., str],
 ) -> None:
     tenants = [SimpleNamespace(**create_tenant(f"tenant-{n}")) for n in range(4)]
-    url = start_web(settings, WEB_CONCURRENCY="1", WEB_THREADS="8",
+    url = start_web(settings, WEB_CONCURRENCY="1", WEB_THREADS="8", TENANT_MAX_CONCURRENT_REQUESTS="0",
                     GATE_TENANT="", GATE_PORT="0")
     client = httpx.Client(base_url=url, timeout=60.0, trust_env=False, limits=httpx.Limits(max_connections=32))
 
