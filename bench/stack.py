@@ -131,8 +131,10 @@ class ServiceStack:
         self._run("-m", "flask", "--app", "app", "migrate")
 
     def start_web(self) -> None:
-        self.web = PROCS.start(f"{self.name}-web", [PYTHON, "-m", "gunicorn", "-w", str(self.web_workers), "-b",
-                                                    f"127.0.0.1:{self.port}", "app:create_app()"], self.env)
+        # The Procfile's web process: its gunicorn config (gthread workers), sized by the environment.
+        env = {**self.env, "BIND": f"127.0.0.1:{self.port}", "WEB_CONCURRENCY": str(self.web_workers)}
+        self.web = PROCS.start(f"{self.name}-web", [PYTHON, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf",
+                                                    "app:create_app()"], env)
         harness.wait_port(self.port, Deadline(60, f"{self.name}: gunicorn start"), self.web)
         deadline = Deadline(60, f"{self.name}: /healthz")
         while True:

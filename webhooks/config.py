@@ -14,12 +14,17 @@ from webhooks.messaging.ladder import DEFAULT_LADDER, Ladder
 from webhooks.messaging.topology import Topology
 
 
-def _whole_days(name: str, text: str) -> int:
-    """``text`` as a whole number of days, or a ValueError naming the variable."""
+#: What each whole-number setting must be, as its error message says it.
+RETENTION_DAYS_RULE = "a whole number of days, at least 1"
+TENANT_MAX_CONCURRENT_REQUESTS_RULE = "a whole number of requests, at least 1, or 0 for no limit"
+
+
+def _whole_number(name: str, text: str, rule: str) -> int:
+    """``text`` as a whole number, or a ValueError naming the variable and its ``rule``."""
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"{name} must be a whole number of days, at least 1 (got {text!r})") from None
+        raise ValueError(f"{name} must be {rule} (got {text!r})") from None
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,9 @@ class Settings:
     #: As high as the batch ingestion the service is built for (20,000 events/s in batches of 100),
     #: so a tenant sending batches is never held below what the web tier can take.
     ingest_rate_limit: float = 20_000.0
+    #: Authenticated API requests one tenant may have in progress at once in each web process
+    #: (``webhooks.api.admission``): one tenant never holds every thread. 0: no limit.
+    tenant_max_concurrent_requests: int = 2
     endpoint_max_in_flight: int = 128
     offline_after_failures: int = 5
     release_rate: float = 20.0
@@ -56,7 +64,10 @@ class Settings:
     def __post_init__(self) -> None:
         broker_parameters(self.amqp_url, self.publish_timeout)  # a bad AMQP_URL stops every process at start
         if self.retention_days < 1:
-            raise ValueError(f"RETENTION_DAYS must be a whole number of days, at least 1 (got {self.retention_days})")
+            raise ValueError(f"RETENTION_DAYS must be {RETENTION_DAYS_RULE} (got {self.retention_days})")
+        if self.tenant_max_concurrent_requests < 0:
+            raise ValueError(f"TENANT_MAX_CONCURRENT_REQUESTS must be {TENANT_MAX_CONCURRENT_REQUESTS_RULE} "
+                             f"(got {self.tenant_max_concurrent_requests})")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
@@ -74,11 +85,17 @@ class Settings:
             secret_rotation_overlap=parse_seconds(env.get("SECRET_ROTATION_OVERLAP", "24h")),
             max_body_bytes=int(env.get("MAX_BODY_BYTES", cls.max_body_bytes)),
             ingest_rate_limit=float(env.get("INGEST_RATE_LIMIT", cls.ingest_rate_limit)),
+            tenant_max_concurrent_requests=_whole_number(
+                "TENANT_MAX_CONCURRENT_REQUESTS",
+                env.get("TENANT_MAX_CONCURRENT_REQUESTS", str(cls.tenant_max_concurrent_requests)),
+                TENANT_MAX_CONCURRENT_REQUESTS_RULE,
+            ),
             endpoint_max_in_flight=int(env.get("ENDPOINT_MAX_IN_FLIGHT", cls.endpoint_max_in_flight)),
             offline_after_failures=int(env.get("OFFLINE_AFTER_FAILURES", cls.offline_after_failures)),
             release_rate=float(env.get("RELEASE_RATE", cls.release_rate)),
             disable_after=parse_seconds(env.get("DISABLE_AFTER", "5d")),
-            retention_days=_whole_days("RETENTION_DAYS", env.get("RETENTION_DAYS", str(cls.retention_days))),
+            retention_days=_whole_number("RETENTION_DAYS", env.get("RETENTION_DAYS", str(cls.retention_days)),
+                                         RETENTION_DAYS_RULE),
             smtp_url=env.get("SMTP_URL") or None,
             worker_prefetch=int(env.get("WORKER_PREFETCH", cls.worker_prefetch)),
             publish_timeout=float(env.get("PUBLISH_TIMEOUT", cls.publish_timeout)),

@@ -35,6 +35,10 @@ ATTEMPT_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30),
 )
 EVENTS = Counter("webhooks_events_ingested", "Events accepted by POST /v1/events (replays not counted)")
+API_REFUSED = Counter(
+    "webhooks_api_refused", "API requests answered 429, by the limit they met (ingest_rate: INGEST_RATE_LIMIT; "
+    "concurrent_requests: TENANT_MAX_CONCURRENT_REQUESTS)", ["limit"],
+)
 WINDOW_CUTS = Counter(
     "webhooks_window_cuts", "Cuts of an endpoint's concurrency window, by cause (failure: timeout, error, 5xx, 429; "
     "latency: answers far slower than its baseline)", ["cause"],

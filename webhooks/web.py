@@ -23,8 +23,9 @@ from werkzeug.exceptions import (
 from webhooks import metrics
 from webhooks.actions import BrokerUnavailable
 from webhooks.ingest.accept import RateLimited
-from webhooks.api import fast_ingest, register_blueprints
-from webhooks.api.error_docs import ErrorResponsesPlugin
+from webhooks.api import admission, fast_ingest, register_blueprints
+from webhooks.api.admission import TooManyConcurrentRequests
+from webhooks.api.error_docs import ErrorResponsesPlugin, document_too_many_requests
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,9 @@ BROKER_RETRY_AFTER = 5
 
 ErrorResponse = tuple[dict[str, Any], int, dict[str, str]]
 
+#: The limit behind each 429, as ``webhooks_api_refused_total`` labels it.
+REFUSED_BY: dict[type[Exception], str] = {RateLimited: "ingest_rate", TooManyConcurrentRequests: "concurrent_requests"}
+
 
 def init_web(app: Flask) -> None:
     """Create the Api on ``app``, register the blueprints and make every error JSON."""
@@ -44,10 +48,12 @@ def init_web(app: Flask) -> None:
         SECURITY_SCHEME,
         {"type": "http", "scheme": "bearer", "description": "A tenant API key, `<key_id>.<secret>`."},
     )
+    document_too_many_requests(api.spec)
     register_blueprints(api)
     app.register_blueprint(metrics.blueprint)
     app.before_request(reject_oversized_body)
     fast_ingest.install(app)
+    admission.install(app, app.extensions["webhooks.settings"].tenant_max_concurrent_requests)  # outermost
 
     def http_error(error: HTTPException) -> ErrorResponse:
         payload, code, headers = api.handle_http_exception(error)
@@ -60,7 +66,8 @@ def init_web(app: Flask) -> None:
     def broker_unavailable(error: BrokerUnavailable) -> ErrorResponse:
         return http_error(_with_data(ServiceUnavailable(), str(error), {"Retry-After": str(BROKER_RETRY_AFTER)}))
 
-    def rate_limited(error: RateLimited) -> ErrorResponse:
+    def too_many_requests(error: RateLimited | TooManyConcurrentRequests) -> ErrorResponse:
+        metrics.API_REFUSED.labels(REFUSED_BY[type(error)]).inc()
         retry_after = str(max(1, math.ceil(error.retry_after)))
         return http_error(_with_data(TooManyRequests(), str(error), {"Retry-After": retry_after}))
 
@@ -71,7 +78,8 @@ def init_web(app: Flask) -> None:
 
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(BrokerUnavailable, broker_unavailable)
-    app.register_error_handler(RateLimited, rate_limited)
+    for refusal in REFUSED_BY:
+        app.register_error_handler(refusal, too_many_requests)
     app.register_error_handler(Exception, unexpected_error)
 
 

@@ -7,6 +7,7 @@ from typing import Any, Callable
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from prometheus_client import REGISTRY
 
 from tests.conftest import IngestClock
 from tests.api_helpers import (
@@ -408,10 +409,15 @@ def test_recover_while_the_broker_is_down_is_503(make_app: Callable[..., Flask],
     assert response.headers["Retry-After"] == "5"
 
 
+def rate_refusals() -> float:
+    return REGISTRY.get_sample_value("webhooks_api_refused_total", {"limit": "ingest_rate"}) or 0.0
+
+
 def test_ingestion_over_the_tenant_rate_limit_gets_429_with_retry_after_and_writes_nothing(
     make_app: Callable[..., Flask], headers: dict[str, str], ingest_clock: IngestClock
 ) -> None:
     client = make_app(ingest_rate_limit=3.0).test_client()
+    counted_before = rate_refusals()
     answers = [post_event(client, headers).status_code for _ in range(5)]
     assert answers == [202, 202, 202, 429, 429]
     refused = post_event(client, headers)
@@ -419,5 +425,6 @@ def test_ingestion_over_the_tenant_rate_limit_gets_429_with_retry_after_and_writ
     assert int(refused.headers["Retry-After"]) >= 1
     assert "rate limit" in refused.json["message"]
     assert Event.select().count() == 3
+    assert rate_refusals() == counted_before + 3  # once per 429, though the shortcut met each first
     ingest_clock.advance(0.4)  # a token comes back after 1/3 s
     assert post_event(client, headers).status_code == 202

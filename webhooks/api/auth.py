@@ -1,10 +1,11 @@
-"""Tenant authentication of /v1 requests: ``Authorization: Bearer <api key>`` -> ``g.tenant``."""
+"""Tenant authentication of /v1 requests: ``Authorization: Bearer <api key>`` -> ``g.tenant``, then admission."""
 
 from __future__ import annotations
 
 from flask import g, request
 from flask_smorest import abort
 
+from webhooks.api import admission
 from webhooks.ingest import auth_keys
 
 #: Sent with every 401 so clients know which scheme to use (RFC 6750).
@@ -16,7 +17,11 @@ def _unauthorized(message: str) -> None:
 
 
 def require_tenant() -> None:
-    """``before_request`` of the /v1 blueprints: store the key's tenant in ``g.tenant`` or 401."""
+    """``before_request`` of the /v1 blueprints: store the key's tenant in ``g.tenant`` or 401.
+
+    Then the request counts as one of the tenant's requests in progress, or is refused
+    (``admission.TooManyConcurrentRequests``: 429) before its view runs.
+    """
     header = request.headers.get("Authorization", "").strip()
     if not header:
         _unauthorized("missing Authorization header: send 'Authorization: Bearer <api key>'")
@@ -30,3 +35,4 @@ def require_tenant() -> None:
     g.tenant = tenant
     #: The key's id (never its secret): who asked, for what is recorded (resends, recovers).
     g.api_key_id = key.partition(".")[0]
+    admission.admit(request.environ, tenant.id)

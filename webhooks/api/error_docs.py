@@ -1,13 +1,14 @@
-"""OpenAPI: the errors of every /v1 operation that no view decorator declares (401, 404, 400, 413, 415).
+"""OpenAPI: the errors of every /v1 operation that no view decorator declares (401, 429, 404, 400, 413, 415).
 
 They come from ``before_request`` hooks, the strict JSON parser (which also refuses bodies that are not JSON) and ``get_owned``, so one apispec plugin adds them.
+The 429 response says both limits that answer it and documents its ``Retry-After``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from apispec import BasePlugin
+from apispec import APISpec, BasePlugin
 
 #: (status, flask-smorest's lazily registered response component, which has the shared ``Error`` schema).
 UNAUTHORIZED = (401, "UNAUTHORIZED")
@@ -15,6 +16,20 @@ NOT_FOUND = (404, "NOT_FOUND")
 BAD_REQUEST = (400, "BAD_REQUEST")
 TOO_LARGE = (413, "REQUEST_ENTITY_TOO_LARGE")
 NOT_JSON = (415, "UNSUPPORTED_MEDIA_TYPE")
+TOO_MANY = (429, "TOO_MANY_REQUESTS")
+
+#: The 429 response: which limits answer it, and its ``Retry-After``.
+TOO_MANY_REQUESTS = {
+    "description": (
+        "Too many requests; nothing was done. Either the tenant already has as many requests in progress as "
+        "one server process handles for a tenant at once (`TENANT_MAX_CONCURRENT_REQUESTS`, any operation; "
+        "`Retry-After: 1`), or, when sending events, it is over its ingest rate limit (`INGEST_RATE_LIMIT` "
+        "events per second, counted in events). Retry after `Retry-After` seconds."
+    ),
+    "headers": {"Retry-After": {"description": "Seconds to wait before retrying.", "required": True,
+                                "schema": {"type": "integer", "minimum": 1}}},
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+}
 
 #: Only the tenant API is behind ``require_tenant``; /healthz and the console are not.
 TENANT_API_PREFIX = "/v1/"
@@ -24,7 +39,7 @@ def error_responses(path: str, operation: dict[str, Any]) -> list[tuple[int, str
     """The errors an operation on ``path`` (OpenAPI form, ``{id}``) may answer besides its declared ones."""
     if not path.startswith(TENANT_API_PREFIX):
         return []
-    errors = [UNAUTHORIZED]
+    errors = [UNAUTHORIZED, TOO_MANY]
     if "{" in path:
         errors.append(NOT_FOUND)
     if "requestBody" in operation:
@@ -42,3 +57,8 @@ class ErrorResponsesPlugin(BasePlugin):
             responses = operation.setdefault("responses", {})
             for code, component in error_responses(path or "", operation):
                 responses.setdefault(str(code), component)
+
+
+def document_too_many_requests(spec: APISpec) -> None:
+    """Replace flask-smorest's bare 429 component (registered lazily, like ours) with ``TOO_MANY_REQUESTS``."""
+    spec.components.response(TOO_MANY[1], TOO_MANY_REQUESTS, lazy=True)

@@ -14,6 +14,10 @@ handlers, documented once in the OpenAPI document. The errors ingestion raises
 (rate limit, idempotency conflict, reserved type) are raised before anything is written,
 so the view meets them again; an unexpected error is re-raised inside Flask's request
 handling, which logs it and answers 500 as for any other route.
+
+Once the key names the tenant, the request takes its admission slot (``admission.admit``)
+and keeps it if handed over to the views; a tenant at its limit is handed over too, and
+``require_tenant`` refuses it there with the views' 429.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from typing import Any, Callable, Iterable
 
 from flask import Flask, request
 
+from webhooks.api import admission
+from webhooks.api.admission import WSGIApp
 from webhooks.ingest import accept as ingest, auth_keys
 from webhooks.api.events import (
     EVENT_CREATE,
@@ -43,9 +49,7 @@ FAILED = "webhooks.fast_ingest.error"
 
 #: Errors raised before anything was written: the view, run next, meets them again.
 NOTHING_WRITTEN = (ingest.RateLimited, ingest.IdempotencyConflict, ingest.BatchOverRateLimit,
-                   ingest.ReservedEventType, ingest.UnknownTenant)
-
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+                   ingest.ReservedEventType, ingest.UnknownTenant, admission.TooManyConcurrentRequests)
 
 
 class Declined(Exception):
@@ -66,6 +70,7 @@ class FastIngest:
         try:
             body = _body(environ, self.app.config.get("MAX_CONTENT_LENGTH"))
             tenant = _tenant(environ)
+            admission.admit(environ, tenant.id)
             with self.app.app_context():
                 response = self._accept(environ, tenant, body, path == BATCH)
                 return response(environ, start_response)
