@@ -202,7 +202,7 @@ def _flood(r: dict[str, Any], add: Add) -> None:
     step = r.get("flood")
     if not heading(add, "Tenant flood", step):
         return
-    how = "in batches of 500 (`POST /v1/events/batch`)" if step["batch"] else "one event a request (`POST /v1/events`)"
+    how = f"in batches of {step.get('batch_size', 200)} (`POST /v1/events/batch`)" if step["batch"] else "one event a request (`POST /v1/events`)"
     statuses = ", ".join(f"{k}: {v:,}" for k, v in sorted(step["a_post_statuses"].items())) or "–"
     add(f"Tenant A posts {step['events']:,} events at once for its {step['endpoints']} endpoints (each subscribed to "
         f"an event type of its own, so {step['events'] // step['endpoints']:,} each), {how}, 2 load processes × 32 "

@@ -118,7 +118,7 @@ def flood(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str,
             time.sleep(0.5)
         stack.stop_workers()
         posting = json.loads(poster_out.read_text()) if poster_out.exists() else {}
-        return {"events": plan.flood_events, "endpoints": plan.flood_endpoints, "batch": batch,
+        return {"events": plan.flood_events, "endpoints": plan.flood_endpoints, "batch": batch, "batch_size": BATCH,
                 "a_accepted": accepted, "a_drained": drained, "a_posting_seconds": posted_at - flood_started,
                 "a_post_statuses": posting.get("statuses", {}),
                 **_a_drain(receiver, flood_started),

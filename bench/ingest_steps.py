@@ -18,6 +18,10 @@ from bench.harness import CLEANUP, Deadline, log
 #: Events per request of the batch half (the issue's target is stated for batches of 100).
 BATCH = 100
 
+#: Keep-alive connections per load process (2 processes): 4 in all, so that a client within the
+#: API's limits (``TENANT_MAX_CONCURRENT_REQUESTS``, 4 per web process) is never refused.
+CONNECTIONS = 2
+
 #: Targets (events/s on this machine, 2 cores).
 SINGLE_TARGET = 1_500
 BATCH_TARGET = 20_000
@@ -29,7 +33,7 @@ def _half(batch: int, count: int, repeat: int, deadline: Deadline) -> dict[str, 
     try:
         keys = stack.start()
         deadline.check()
-        result = ingest_load.measure(stack, keys, count=count, batch=batch, repeat=repeat,
+        result = ingest_load.measure(stack, keys, count=count, batch=batch, repeat=repeat, connections=CONNECTIONS,
                                      say=lambda line: log(f"   {line}"))
         result["check"] = ingest_load.check(stack)
         return result
@@ -55,7 +59,8 @@ def render(r: dict[str, Any], add: Callable[[str], None]) -> None:
     if step is None or not _heading(add, "Ingestion: single events and batches (`bench/ingest_steps.py`)", step):
         return
     add("gunicorn as the Procfile runs it (`-c python:webhooks.gunicorn_conf`, 2 workers), no delivery worker; "
-        "one tenant, one endpoint, ~1 KB events; `bench/loadgen.py` 2 processes × 8 keep-alive connections. "
+        f"one tenant, one endpoint, ~1 KB events; `bench/loadgen.py` 2 processes × {CONNECTIONS} keep-alive connections "
+        "(within the tenant's `TENANT_MAX_CONCURRENT_REQUESTS`). "
         "Rates are events answered `202` per second; each event's delivery is published (with confirms) and "
         "marked in the background on the same cores. CPU is per event, publishing included.")
     add("")

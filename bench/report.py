@@ -88,7 +88,7 @@ def render(r: dict[str, Any]) -> str:
         f"**{plan['processes']} worker processes (one per core)**: floor 2 × `python -m bench.peers.floor "
         "--threads 8`; async floor 2 × `python -m bench.peers.async_floor --prefetch 256`; dramatiq `--processes 2 "
         "--threads 8`; Celery 2 × `worker --pool threads --concurrency 8`; the service 2 × `python -m "
-        "webhooks.worker` with its **default settings** (plus one `python -m webhooks.clock`; web: `gunicorn -w 2`). "
+        "webhooks.worker` with its **default settings** (plus one `python -m webhooks.clock`; web: the Procfile's `gunicorn -c python:webhooks.gunicorn_conf`, 2 processes × 8 threads). "
         "Prefetch is each one's default (floor 8 per process, dramatiq 16, Celery 32). Rates are arrivals at the "
         "receiver per second after discarding the first 10%.")
     add("")

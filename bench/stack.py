@@ -2,7 +2,7 @@
 
 One ``ServiceStack`` is one ``QUEUE_PREFIX`` (``bench_<name>_<pid>``) and one database of
 the same name: ``python rabbit_setup.py`` and ``flask --app app migrate`` (the release
-step), ``gunicorn -w 2 'app:create_app()'`` (web), ``python -m webhooks.worker`` (as
+step), ``gunicorn -c python:webhooks.gunicorn_conf 'app:create_app()'`` (web), ``python -m webhooks.worker`` (as
 many as asked) and ``python -m webhooks.clock``. Tenants come from ``flask --app app
 tenant create``, endpoints from the HTTP API, events from ``POST /v1/events``.
 Queues and the database are removed at exit.
@@ -206,9 +206,10 @@ class ServiceStack:
         return self.sql.value("SELECT count(*) FROM event WHERE tenant_id = %s AND event_type = %s",
                               (tenant.id, EVENT_TYPE))
 
-    def ingest(self, tenant: Tenant, count: int, deadline: Deadline, threads: int = 2, connections: int = 8) -> dict[str, Any]:
+    def ingest(self, tenant: Tenant, count: int, deadline: Deadline, threads: int = 2, connections: int = 4) -> dict[str, Any]:
         """POST ``count`` events with wrk (about: in-flight requests may add a few); the
-        rate is measured on the server side, from the events' ``created_at``."""
+        rate is measured on the server side, from the events' ``created_at``. wrk does not wait
+        out a 429, so it keeps within one tenant's ``TENANT_MAX_CONCURRENT_REQUESTS`` (4)."""
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {tenant.api_key}"}
         script = harness.lua_post_script(event_request(), headers, math.ceil(count / threads))
         before = self.events_of(tenant)

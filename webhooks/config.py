@@ -47,7 +47,7 @@ class Settings:
     ingest_rate_limit: float = 20_000.0
     #: Authenticated API requests one tenant may have in progress at once in each web process
     #: (``webhooks.api.admission``): one tenant never holds every thread. 0: no limit.
-    tenant_max_concurrent_requests: int = 2
+    tenant_max_concurrent_requests: int = 4
     endpoint_max_in_flight: int = 128
     offline_after_failures: int = 5
     release_rate: float = 20.0

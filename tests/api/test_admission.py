@@ -142,8 +142,8 @@ def test_without_admission_admitting_does_nothing() -> None:
 # -- the setting --------------------------------------------------------------------------------
 
 
-def test_the_setting_defaults_to_two_and_zero_turns_it_off(make_app: Callable[..., Flask]) -> None:
-    assert Settings.from_env(env={}).tenant_max_concurrent_requests == 2
+def test_the_setting_defaults_to_four_and_zero_turns_it_off(make_app: Callable[..., Flask]) -> None:
+    assert Settings.from_env(env={}).tenant_max_concurrent_requests == 4
     assert Settings.from_env(env={"TENANT_MAX_CONCURRENT_REQUESTS": "5"}).tenant_max_concurrent_requests == 5
     assert "webhooks.admission" not in make_app(tenant_max_concurrent_requests=0).extensions
 
@@ -178,6 +178,12 @@ class Gate:
 
     def open(self) -> None:
         self._opened.set()
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Flask]) -> Flask:
+    """The app of the tests below: a limit of 2, so that the third request of a tenant is one too many."""
+    return make_app(tenant_max_concurrent_requests=2)
 
 
 @pytest.fixture

@@ -111,6 +111,37 @@ def test_an_endpoint_that_slows_down_when_it_holds_too_many_calls_is_backed_off(
     assert 6 <= window <= 16, f"the window settled at {window}, not just below the cliff at 12"
 
 
+def test_calls_to_quick_endpoints_under_way_share_a_budget_and_calls_to_slow_ones_go_past_it(
+    client: Any, tenant: Any, other_tenant: Any, auth: Any, settings: Any, start_worker: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr("webhooks.delivery.engine.QUICK_BUDGET", 8)
+
+    def quick_answer(level: int) -> Response:
+        pause(0.02)
+        return 204, None, b""
+
+    def slow_answer(level: int) -> Response:
+        pause(0.3)
+        return 204, None, b""
+
+    quick_calls, slow_calls = InFlight(quick_answer), InFlight(slow_answer)
+    with Receiver(quick_calls) as quick, Receiver(slow_calls) as slow:
+        register(client, auth(tenant), quick.url)
+        register(client, auth(other_tenant), slow.url)
+        for first in range(0, 400, 100):
+            for who in (tenant, other_tenant):
+                batch = [{"event_type": "order.created", "payload": {"n": n}} for n in range(first, first + 100)]
+                assert client.post("/v1/events/batch", json=batch, headers=auth(who)).status_code == 202
+        start_worker(settings)
+        quick.wait_for(400, timeout=60)
+        slow.wait_for(400, timeout=60)
+    # The quick endpoint's window would grow past 8 within a few of its 20 ms round trips; the
+    # budget holds it there. The slow endpoint's calls (300 ms) wait on the receiver, not on the
+    # worker, and are not counted: its window grows past the budget.
+    assert quick_calls.peak == 8
+    assert slow_calls.peak > 8
+
+
 def test_a_backlog_beyond_the_prefetch_moves_to_the_database_and_every_delivery_arrives_once(
     client: Any, tenant: Any, other_tenant: Any, auth: Any, make_settings: Any, start_worker: Any
 ) -> None:

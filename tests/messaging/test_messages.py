@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from webhooks.storage.ids import has_prefix, new_id
-from webhooks.messaging.messages import DeliveryMessage, PoisonMessage
+import json
+
+from webhooks.delivery.outgoing import body_bytes
+from webhooks.messaging.messages import DeliveryMessage, PayloadJSON, PoisonMessage, payload_json
 
 MESSAGE = DeliveryMessage("dlv_1", "evt_1", "ep_1", "ten_1", "order.created", "2026-11-22T10:00:00.000Z", {"a": 1})
 
@@ -14,7 +17,35 @@ def test_a_message_round_trips_with_attempt_trigger_and_not_before():
     message = MESSAGE.next(attempt=3, trigger="resend", not_before=1234.5)
     body, headers = message.encode()
     assert all(isinstance(value, int) for key, value in headers.items() if key != "trigger")  # AMQP-safe types
-    assert DeliveryMessage.decode(body, headers) == message
+    assert DeliveryMessage.decode(body, headers) == message.next(payload=PayloadJSON(b'{"a":1}'))
+
+
+PAYLOADS = [{"a": 1}, {"z": [1, {"b": None}], "a": 1.5, "é": "ü\u2028\n\"q"}, {}]
+EVENT_TYPES = ["order.created", 'we"ird,"payload":{"x":1}}', "ünï"]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+@pytest.mark.parametrize("event_type", EVENT_TYPES)
+def test_a_worker_sends_the_payload_bytes_the_message_carried_without_parsing_them(payload, event_type):
+    message = DeliveryMessage("dlv_1", "evt_1", "ep_1", "ten_1", event_type, "2026-11-22T10:00:00.000Z", payload)
+    body, headers = message.encode()
+    decoded = DeliveryMessage.decode(body, headers)
+
+    assert isinstance(decoded.payload, PayloadJSON) and decoded.event_type == event_type
+    # The body of the whole message is what json.dumps makes of it (older workers read it), and the
+    # request body is byte for byte what encoding the parsed payload would give.
+    assert body == json.dumps({**{k: v for k, v in message.__dict__.items() if k not in ("payload", "attempt", "trigger", "not_before")},
+                               "payload": payload}, separators=(",", ":")).encode()
+    expected = json.dumps({"type": event_type, "timestamp": "t", "data": payload}, separators=(",", ":")).encode()
+    assert body_bytes(event_type, "t", decoded.payload) == body_bytes(event_type, "t", payload) == expected
+    assert payload_json(payload) == decoded.payload
+
+
+def test_a_body_in_another_shape_is_parsed_in_full():
+    body = json.dumps({"payload": {"a": 1}, "delivery_id": "dlv_1", "event_id": "evt_1", "endpoint_id": "ep_1",
+                       "tenant_id": "ten_1", "event_type": "x", "event_created_at": "t"}).encode()
+    decoded = DeliveryMessage.decode(body, {})
+    assert decoded.delivery_id == "dlv_1" and decoded.payload == b'{"a":1}'
 
 
 def test_a_message_carries_no_url_or_secret():
@@ -25,7 +56,8 @@ def test_a_message_carries_no_url_or_secret():
 @pytest.mark.parametrize(
     "body,headers",
     [(b"not json", {}), (b"{}", {}), (MESSAGE.encode()[0], {"attempt": "x"}), (MESSAGE.encode()[0], {"attempt": 0}),
-     (MESSAGE.encode()[0], {"trigger": "magic"}), (b'{"delivery_id":1}', None)],
+     (MESSAGE.encode()[0], {"trigger": "magic"}), (b'{"delivery_id":1}', None),
+     (MESSAGE.encode()[0].replace(b'{"a":1}', b'[1]'), {}), (MESSAGE.encode()[0][:-1], {})],
 )
 def test_malformed_messages_are_poison(body, headers):
     with pytest.raises(PoisonMessage):

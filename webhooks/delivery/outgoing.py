@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Sequence
 
 from webhooks.delivery.signing import signature_header
+from webhooks.messaging.messages import PayloadJSON, payload_json
 
 #: Sent as ``user-agent`` so receivers can tell our calls apart in their logs.
 USER_AGENT = "webhooks/1.0 (+Standard Webhooks)"
@@ -22,14 +23,17 @@ class OutgoingRequest:
     headers: dict[str, str]
 
 
-def body_bytes(event_type: str, timestamp: str, payload: dict[str, Any]) -> bytes:
+def body_bytes(event_type: str, timestamp: str, payload: dict[str, Any] | PayloadJSON) -> bytes:
     """``{"type", "timestamp", "data"}``: the exact bytes that are signed and sent.
 
     The one place a body is made, for every attempt (first, ladder, resend, recover) and
     for ``flask listen``. ``payload`` keeps the key order the event was received with (the
-    stored ``Event.payload`` text, never re-sorted), so every attempt carries the same bytes.
+    stored ``Event.payload`` text, never re-sorted), so every attempt carries the same bytes:
+    those of ``json.dumps({"type": …, "timestamp": …, "data": payload}, separators=(",", ":"))``,
+    with the payload's JSON spliced in as it is rather than encoded again.
     """
-    return json.dumps({"type": event_type, "timestamp": timestamp, "data": payload}, separators=(",", ":")).encode()
+    return b"".join((b'{"type":', json.dumps(event_type).encode(), b',"timestamp":', json.dumps(timestamp).encode(),
+                     b',"data":', payload_json(payload), b"}"))
 
 
 def active_secrets(secret: str, previous: str | None, previous_until: datetime | None, now: datetime) -> list[str]:
@@ -40,7 +44,8 @@ def active_secrets(secret: str, previous: str | None, previous_until: datetime |
 
 
 def build_request(
-    msg_id: str, event_type: str, timestamp: str, payload: dict[str, Any], secrets: Sequence[str], unix_now: int
+    msg_id: str, event_type: str, timestamp: str, payload: dict[str, Any] | PayloadJSON, secrets: Sequence[str],
+    unix_now: int,
 ) -> OutgoingRequest:
     """Body and headers of one attempt, signed with each key by its own scheme (``whsec_`` v1, ``whsk_`` v1a).
 

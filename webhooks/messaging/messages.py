@@ -3,6 +3,11 @@
 Never a secret or a URL: endpoint settings are read at send time, so a PATCH, delete
 or rotation applies from the next attempt. The attempt counter lives in our own
 header (RabbitMQ 4 ignores client-set ``x-*`` headers).
+
+The body is compact JSON with the payload as its last member. A worker reads the ids
+in front of it and keeps the payload as the bytes it came in (``PayloadJSON``): the
+request body is spliced around them, so a payload is parsed and encoded once, at
+ingestion, not on every attempt. A body in any other shape is parsed in full.
 """
 
 from __future__ import annotations
@@ -20,6 +25,21 @@ NOT_BEFORE_HEADER = "not_before_ms"
 #: Why an attempt is made: the automatic schedule or a person's request.
 TRIGGERS = ("ladder", "resend", "recover")
 
+#: What separates the ids from the payload in a body ``encode`` made.
+_PAYLOAD_MEMBER = b',"payload":'
+
+
+class PayloadJSON(bytes):
+    """An event payload as compact JSON text (``json.dumps(payload, separators=(",", ":"))``, keys in the
+    order received): carried and spliced into request bodies as it is, never parsed again."""
+
+
+def payload_json(payload: "dict[str, Any] | PayloadJSON") -> PayloadJSON:
+    """``payload`` as compact JSON bytes, in the order its keys came."""
+    if isinstance(payload, PayloadJSON):
+        return payload
+    return PayloadJSON(json.dumps(payload, separators=(",", ":")).encode())
+
 
 class PoisonMessage(ValueError):
     """A message this worker cannot understand; it goes to the dead-letter queue once."""
@@ -34,7 +54,8 @@ class DeliveryMessage:
     event_type: str
     #: The event's creation time, ISO 8601 (the ``timestamp`` field of the body sent).
     event_created_at: str
-    payload: dict[str, Any]
+    #: The event's payload: a dict, or its JSON as a decoded message carries it.
+    payload: "dict[str, Any] | PayloadJSON"
     attempt: int = 1
     trigger: str = "ladder"
     #: Unix time before which no attempt may be made (from ``Retry-After``).
@@ -42,7 +63,7 @@ class DeliveryMessage:
 
     def encode(self) -> tuple[bytes, dict[str, Any]]:
         """The message body and headers."""
-        body = json.dumps(
+        ids = json.dumps(
             {
                 "delivery_id": self.delivery_id,
                 "event_id": self.event_id,
@@ -50,10 +71,10 @@ class DeliveryMessage:
                 "tenant_id": self.tenant_id,
                 "event_type": self.event_type,
                 "event_created_at": self.event_created_at,
-                "payload": self.payload,
             },
             separators=(",", ":"),
         ).encode()
+        body = b"".join((ids[:-1], _PAYLOAD_MEMBER, payload_json(self.payload), b"}"))
         headers: dict[str, Any] = {ATTEMPT_HEADER: self.attempt, TRIGGER_HEADER: self.trigger}
         if self.not_before is not None:
             headers[NOT_BEFORE_HEADER] = int(self.not_before * 1000)
@@ -64,7 +85,7 @@ class DeliveryMessage:
         """Parse a message; anything malformed raises PoisonMessage."""
         headers = headers or {}
         try:
-            data = json.loads(body)
+            data, payload = _split(body)
             attempt = int(headers.get(ATTEMPT_HEADER, 1))
             trigger = str(headers.get(TRIGGER_HEADER, "ladder"))
             raw_not_before = headers.get(NOT_BEFORE_HEADER)
@@ -75,17 +96,38 @@ class DeliveryMessage:
                 tenant_id=str(data["tenant_id"]),
                 event_type=str(data["event_type"]),
                 event_created_at=str(data["event_created_at"]),
-                payload=data["payload"],
+                payload=payload,
                 attempt=attempt,
                 trigger=trigger,
                 not_before=None if raw_not_before is None else int(raw_not_before) / 1000,
             )
         except (ValueError, KeyError, TypeError) as error:
             raise PoisonMessage(f"malformed delivery message: {error}") from error
-        if attempt < 1 or trigger not in TRIGGERS or not isinstance(message.payload, dict):
+        if attempt < 1 or trigger not in TRIGGERS:
             raise PoisonMessage("malformed delivery message: bad attempt, trigger or payload")
         return message
 
     def next(self, **changes: Any) -> "DeliveryMessage":
         """A copy with ``changes`` (the next attempt, a new ``not_before``)."""
         return replace(self, **changes)
+
+
+def _split(body: bytes) -> tuple[dict[str, Any], PayloadJSON]:
+    """The ids of a message body, and its payload as JSON bytes.
+
+    A body ``encode`` made has the payload last, after the first ``,"payload":`` (inside a
+    JSON string a quote is escaped, so an id or event type cannot hold that sequence):
+    only the ids in front are parsed. Anything else is parsed in full and checked.
+    """
+    head, found, rest = body.partition(_PAYLOAD_MEMBER)
+    if found and head.startswith(b"{") and rest.startswith(b"{") and rest.endswith(b"}}"):
+        try:
+            data = json.loads(head + b"}")
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and "payload" not in data:
+            return data, PayloadJSON(rest[:-1])
+    data = json.loads(body)
+    if not isinstance(data, dict) or not isinstance(data.get("payload"), dict):
+        raise ValueError("the body is not an object with an object payload")
+    return data, payload_json(data["payload"])
