@@ -185,3 +185,37 @@ def test_a_mark_is_one_round_trip_on_postgresql(
 
     assert len(statements) == 1
     assert all(Delivery.get_by_id(d.id).enqueued_at is not None for d in deliveries)
+
+
+class GatedPublisher(RecordingPublisher):
+    """Holds its first batch until ``release`` is set (a publish under way while more queues)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def publish(self, messages: Sequence[Outgoing]) -> int:
+        if not self.batches:
+            self.entered.set()
+            self.release.wait(10)
+        return super().publish(messages)
+
+
+def test_queued_events_are_published_tenant_by_tenant_so_one_event_does_not_wait_behind_a_flood(
+    app: Flask, settings: Settings
+) -> None:
+    publisher = GatedPublisher()
+    enqueuer = use_enqueuer(app, settings, publisher, linger=0.0)
+
+    def message(tenant: str, n: int) -> DeliveryMessage:
+        return DeliveryMessage(f"dlv_{tenant}_{n}", f"evt_{n}", "ep_1", tenant, "order.created", "t", {"n": n})
+
+    enqueuer.submit([message("ten_a", 0)])  # published first, held
+    assert publisher.entered.wait(5)
+    enqueuer.submit([message("ten_a", n) for n in range(1, 5)])
+    enqueuer.submit([message("ten_b", 0)])
+    publisher.release.set()
+
+    assert enqueuer.wait_idle(10)
+    second = [DeliveryMessage.decode(body, headers).delivery_id for _, body, headers in publisher.batches[1]]
+    assert second == ["dlv_ten_a_1", "dlv_ten_b_0", "dlv_ten_a_2", "dlv_ten_a_3", "dlv_ten_a_4"]

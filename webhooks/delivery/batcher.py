@@ -22,6 +22,7 @@ from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
 import peewee
 
+from webhooks.messaging.turns import in_turns
 from webhooks.storage import db
 
 T = TypeVar("T")
@@ -68,26 +69,8 @@ class Batcher(Generic[T, R]):
         queued, size = self._queued, self._max_batch
         if self._share is None:
             return queued[:size], queued[size:]
-        by_key: dict[Hashable, list[tuple[T, asyncio.Future[R]]]] = {}
-        for entry in queued:
-            by_key.setdefault(self._share(entry[0]), []).append(entry)
-        if len(by_key) == 1:
-            return queued[:size], queued[size:]
-        batch: list[tuple[T, asyncio.Future[R]]] = []
-        turn = 0
-        while len(batch) < size:
-            took = False
-            for entries in by_key.values():
-                if turn < len(entries):
-                    batch.append(entries[turn])
-                    took = True
-                    if len(batch) == size:
-                        break
-            if not took:
-                break
-            turn += 1
-        chosen = {id(entry) for entry in batch}
-        return batch, [entry for entry in queued if id(entry) not in chosen]
+        share = self._share
+        return in_turns(queued, lambda entry: share(entry[0]), size)
 
     def _execute(self, items: list[T]) -> Sequence[R]:
         results = database_work(self._run, items)
