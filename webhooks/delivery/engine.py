@@ -57,11 +57,11 @@ DATABASE_THREADS = 4
 #: Work waits in its lane, where tenants take turns, not in a queue for the database:
 #: a message handed out waits for at most the batch running and its own, and the burst
 #: of calls a finished batch sets off stays short enough for the loop to turn around.
-CLAIM_BATCH = 64
+CLAIM_BATCH = 128
 CLAIMS_AHEAD = 2 * CLAIM_BATCH
 
 #: Deliveries to quick endpoints under way at once in one process (``lanes.Lanes.quick_budget``).
-QUICK_BUDGET = 128
+QUICK_BUDGET = 256
 
 #: Longest pause between attempts to reach a broker that is down (seconds).
 MAX_BACKOFF_SECONDS = 10.0
