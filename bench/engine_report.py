@@ -220,5 +220,7 @@ def _flood(r: dict[str, Any], add: Add) -> None:
         add(f"| {label}: POST start → arrival | p50 {n(b['p50_ms'])} ms, p99 {n(b['p99_ms'])} ms, max "
             f"{n(b['max_ms'])} ms ({b['delivered']} of {b['sent']} delivered); of which the POST until its 202: "
             f"p50 {n(b.get('post_p50_ms'))} ms, p99 {n(b.get('post_p99_ms'))} ms; from the 202 to the arrival: "
-            f"p50 {n(b.get('after_answer_p50_ms'))} ms, p99 {n(b.get('after_answer_p99_ms'))} ms |")
+            f"p50 {n(b.get('after_answer_p50_ms'))} ms, p99 {n(b.get('after_answer_p99_ms'))} ms"
+            + "".join(f"; {name}: p50 {n(v['p50_ms'])} ms, p99 {n(v['p99_ms'])} ms" for name, v in b.get("stages", {}).items())
+            + " |")
     add("")

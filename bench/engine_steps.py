@@ -68,7 +68,7 @@ class EnginePlan:
             climb_threshold=50, climb_low_ms=20, climb_high_ms=2000,
             climb_deliveries=3_000 if quick else 20_000,
             inflight_target=1_000 if quick else 10_000, inflight_endpoints=20 if quick else 100, inflight_ms=5000,
-            inflight_seconds=40.0 if quick else 120.0,
+            inflight_seconds=40.0 if quick else 150.0,
             flood_events=2_000 if quick else 20_000, flood_endpoints=10, flood_interval=0.1,
             flood_seconds=180.0 if quick else 900.0,
         )
@@ -233,14 +233,15 @@ def _climb_plot(series: dict[str, list[float]], windows: list[tuple[float, Any]]
 
 
 def inflight(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str, Any]:
-    """Eight times ``inflight_target`` deliveries to endpoints answering after 5 s, one worker process, for a
-    fixed time: enough per endpoint for its window to grow to the ceiling (one doubling per 5 s answer) and stay."""
+    """Sixteen times ``inflight_target`` deliveries to endpoints answering after 5 s, one worker process, for a
+    fixed time: enough per endpoint for its window to grow to the ceiling (slow start doubles it about every 10 s
+    for a 5 s answer, so about a minute) and then stay there for about a minute (80,000 ran out after 90 s)."""
     def body(stack: ServiceStack) -> dict[str, Any]:
         tenant = stack.tenant("inflight")
         prefix = f"/slow/{plan.inflight_ms}/inflight/"
         _slow_endpoints(stack, receiver, tenant, prefix, plan.inflight_endpoints)
         figures, run, calls = _pre_load_and_deliver(stack, receiver, tenant, prefix, plan.inflight_endpoints,
-                                                    8 * plan.inflight_target, 1, plan.inflight_seconds, deadline)
+                                                    16 * plan.inflight_target, 1, plan.inflight_seconds, deadline)
         times = sample_times(run.started, run.ended, 1.0)
         in_flight = in_flight_at(calls, times)
         rss_t = [offset + run.rss.wall_t0 for offset, _ in run.rss.samples]

@@ -122,7 +122,7 @@ def flood(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str,
                 "a_accepted": accepted, "a_drained": drained, "a_posting_seconds": posted_at - flood_started,
                 "a_post_statuses": posting.get("statuses", {}),
                 **_a_drain(receiver, flood_started),
-                **_b_latency(receiver, b_path, b_rows, flood_started, drained_at),
+                **_b_latency(stack, receiver, b_path, b_rows, flood_started, drained_at),
                 "b_interval_ms": plan.flood_interval * 1000, "processes": plan.processes,
                 "service_overrides": stack.overrides}
     finally:
@@ -137,7 +137,7 @@ def _a_drain(receiver: Receiver, flood_started: float) -> dict[str, Any]:
             "a_rate": len(arrivals) / seconds if arrivals and seconds > 0 else float("nan")}
 
 
-def _b_latency(receiver: Receiver, path: str, rows: list[dict[str, Any]], flood_started: float,
+def _b_latency(stack: ServiceStack, receiver: Receiver, path: str, rows: list[dict[str, Any]], flood_started: float,
                drained_at: float) -> dict[str, Any]:
     """B's POST start → first arrival, for its events posted while A drained, and before A began."""
     first: dict[str, float] = {}
@@ -156,9 +156,11 @@ def _b_latency(receiver: Receiver, path: str, rows: list[dict[str, Any]], flood_
                                 "p50_ms": percentile(latencies, 50), "p99_ms": percentile(latencies, 99),
                                 "max_ms": max(latencies, default=float("nan")),
                                 "post_p50_ms": percentile(post, 50), "post_p99_ms": percentile(post, 99),
-                                "after_answer_p50_ms": percentile(after, 50), "after_answer_p99_ms": percentile(after, 99)}
+                                "after_answer_p50_ms": percentile(after, 50), "after_answer_p99_ms": percentile(after, 99),
+                                "stages": stack.stages(sent, first)}
     during = figures["b_during"]
     log(f"   B while A drained: {during['delivered']}/{during['sent']} delivered, p50 {during['p50_ms']:.0f} ms, "
         f"p99 {during['p99_ms']:.0f} ms (of which the POST until its 202: p99 {during['post_p99_ms']:.0f} ms; "
-        f"quiet: p99 {figures['b_quiet']['p99_ms']:.0f} ms)")
+        f"quiet: p99 {figures['b_quiet']['p99_ms']:.0f} ms); "
+        + ", ".join(f"{name} p50 {v['p50_ms']:.0f} / p99 {v['p99_ms']:.0f} ms" for name, v in during["stages"].items()))
     return figures

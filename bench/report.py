@@ -217,6 +217,9 @@ def _service(r: dict[str, Any], add: Any) -> None:
             f"{_n(lat['max_ms'], 1)} ms ({lat['delivered']:,} of {lat['measured']:,} delivered; of which the POST until its "
             f"202: p50 {_n(lat['post_p50_ms'], 1)} ms, p99 {_n(lat['post_p99_ms'], 1)} ms; from the 202 to the arrival: "
             f"p50 {_n(lat.get('after_answer_p50_ms'), 1)} ms, p99 {_n(lat.get('after_answer_p99_ms'), 1)} ms) |")
+        for name, stage in lat.get("stages", {}).items():
+            add(f"| latency at {lat['rate']:.0f} events/s, stage {name} (from the service's own timestamps) | "
+                f"p50 {_n(stage['p50_ms'], 1)} ms, p99 {_n(stage['p99_ms'], 1)} ms |")
         add(f"| worker peak RSS during the latency run | {_mib(lat['memory'])} |")
     else:
         add(f"| latency | {_why(lat)} |")

@@ -294,8 +294,9 @@ def _service_latency(stack: ServiceStack, receiver: Receiver, plan: Plan, deadli
               "p99_ms": percentile(latencies, 99), "max_ms": max(latencies) if latencies else float("nan"),
               "post_p50_ms": percentile(post_ms, 50), "post_p99_ms": percentile(post_ms, 99),
               "after_answer_p50_ms": percentile(after_answer, 50), "after_answer_p99_ms": percentile(after_answer, 99),
-              "memory": rss.summary()}
-    log(f"   latency at {plan.latency_rate:.0f}/s: p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms")
+              "stages": stack.stages(measured, arrival), "memory": rss.summary()}
+    log(f"   latency at {plan.latency_rate:.0f}/s: p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms; "
+        + ", ".join(f"{name} p50 {v['p50_ms']:.1f} / p99 {v['p99_ms']:.1f} ms" for name, v in result["stages"].items()))
     return result
 
 

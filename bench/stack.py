@@ -11,6 +11,7 @@ Queues and the database are removed at exit.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 import math
 import os
 import secrets
@@ -27,7 +28,7 @@ import httpx
 from bench import harness
 from bench.harness import CLEANUP, PROCS, PYTHON, ROOT, Child, Deadline, Receiver, RssSampler, Sql
 from bench.payload import EVENT_TYPE, event_request
-from bench.stats import steady_rate
+from bench.stats import percentile, steady_rate
 
 
 @dataclass
@@ -81,6 +82,13 @@ class DeliveryRun:
     rss: RssSampler
     #: Whatever ``sample()`` returned, every poll.
     samples: list[Any]
+
+
+#: The stages of one event's way from the web to its endpoint, from the timestamps the service records.
+LATENCY_STAGES = (
+    ("202 → claimed", "claimed", "answered"),
+    ("claimed → arrival", "arrival", "claimed"),
+)
 
 
 class ServiceStack:
@@ -186,6 +194,25 @@ class ServiceStack:
         out = self._run("-m", "flask", "--app", "app", "tenant", "create", name)
         data = json.loads(out.strip().splitlines()[-1])
         return Tenant(data["id"], data["api_key"])
+
+    def stages(self, rows: list[dict[str, Any]], arrival: dict[str, float]) -> dict[str, Any]:
+        """p50 and p99 of each stage of the measured events' first attempts: from the 202 to the worker's
+        claim (``attempt.started_at``: published, consumed, handed out, claimed) and from there to the
+        receiver (signed and sent). One machine, one wall clock."""
+        answered = {row["id"]: row["end"] for row in rows if row["id"] in arrival}
+        if not answered:
+            return {}
+        found = self.sql.rows(
+            "SELECT d.event_id, extract(epoch FROM min(a.started_at)) FROM delivery d"
+            " JOIN attempt a ON a.delivery_id = d.id WHERE d.event_id = ANY(%s) GROUP BY d.event_id",
+            (list(answered),))
+        spans: dict[str, list[float]] = defaultdict(list)
+        for event_id, claimed in found:
+            times = {"answered": answered[event_id], "claimed": float(claimed), "arrival": arrival[event_id]}
+            for name, end, start in LATENCY_STAGES:
+                spans[name].append((times[end] - times[start]) * 1000)
+        return {name: {"p50_ms": percentile(spans[name], 50), "p99_ms": percentile(spans[name], 99)}
+                for name, _, _ in LATENCY_STAGES if spans[name]}
 
     def endpoint(self, tenant: Tenant, url: str, **fields: Any) -> str:
         """A new endpoint of ``tenant`` (``fields``: more of ``POST /v1/endpoints``, e.g. ``event_types``)."""

@@ -17,6 +17,9 @@ from webhooks.messaging.topology import Topology
 #: What each whole-number setting must be, as its error message says it.
 RETENTION_DAYS_RULE = "a whole number of days, at least 1"
 TENANT_MAX_CONCURRENT_REQUESTS_RULE = "a whole number of requests, at least 1, or 0 for no limit"
+#: AMQP's prefetch-count is a 16-bit field.
+MAX_PREFETCH = 65_535
+WORKER_PREFETCH_RULE = f"a whole number of messages from 1 to {MAX_PREFETCH:,}"
 
 
 def _whole_number(name: str, text: str, rule: str) -> int:
@@ -56,7 +59,11 @@ class Settings:
     #: activity (``webhooks.storage.retention``); what still waits for delivery is never purged.
     retention_days: int = 30
     smtp_url: str | None = None
-    worker_prefetch: int = 10_000
+    #: Messages one worker process takes from the primary queue unacknowledged
+    #: (``webhooks.delivery.budget``): up to half of them calls in flight, up to a quarter
+    #: waiting in memory (beyond, the backlog moves to the database), the rest room for
+    #: arrivals. 30,000 lets one process hold over 10,000 calls to slow endpoints in flight.
+    worker_prefetch: int = 30_000
     publish_timeout: float = 1.0
     relay_grace: float = 10.0
     public_url: str = "http://localhost:8000"
@@ -65,6 +72,8 @@ class Settings:
         broker_parameters(self.amqp_url, self.publish_timeout)  # a bad AMQP_URL stops every process at start
         if self.retention_days < 1:
             raise ValueError(f"RETENTION_DAYS must be {RETENTION_DAYS_RULE} (got {self.retention_days})")
+        if not 1 <= self.worker_prefetch <= MAX_PREFETCH:
+            raise ValueError(f"WORKER_PREFETCH must be {WORKER_PREFETCH_RULE} (got {self.worker_prefetch})")
         if self.tenant_max_concurrent_requests < 0:
             raise ValueError(f"TENANT_MAX_CONCURRENT_REQUESTS must be {TENANT_MAX_CONCURRENT_REQUESTS_RULE} "
                              f"(got {self.tenant_max_concurrent_requests})")
@@ -97,7 +106,8 @@ class Settings:
             retention_days=_whole_number("RETENTION_DAYS", env.get("RETENTION_DAYS", str(cls.retention_days)),
                                          RETENTION_DAYS_RULE),
             smtp_url=env.get("SMTP_URL") or None,
-            worker_prefetch=int(env.get("WORKER_PREFETCH", cls.worker_prefetch)),
+            worker_prefetch=_whole_number("WORKER_PREFETCH", env.get("WORKER_PREFETCH", str(cls.worker_prefetch)),
+                                          WORKER_PREFETCH_RULE),
             publish_timeout=float(env.get("PUBLISH_TIMEOUT", cls.publish_timeout)),
             relay_grace=float(env.get("RELAY_GRACE", cls.relay_grace)),
             public_url=env.get("PUBLIC_URL", cls.public_url),

@@ -6,6 +6,7 @@ recorded; a second exits at once (unacked messages return to the queue).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import resource
@@ -30,11 +31,29 @@ def raise_open_files_limit() -> int:
     return soft
 
 
+#: The worker's thresholds for the cyclic garbage collector (Python's defaults: 700, 10, 10).
+#: Each call in flight is a few hundred objects that live as long as the endpoint takes to
+#: answer, long enough to reach the oldest generation; with 10,000 calls in flight to
+#: endpoints taking 5 s, the default thresholds ran a full collection (~0.4 s over millions
+#: of objects) about once a second: 40-50 % of the process's time. These run the young
+#: collections a fourteenth as often and a full one at most every 100 middle ones (about
+#: every 10 s at that load); short-lived cycles are still freed young.
+GC_THRESHOLDS = (10_000, 10, 100)
+
+
+def tune_garbage_collector() -> None:
+    """Collect less often, and never scan again what the process imported (``gc.freeze``)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def main() -> int:
     logs.configure()
     settings = Settings.from_env()
     db.init_database(settings.database_url)
     raise_open_files_limit()
+    tune_garbage_collector()
     engine = Engine(settings)
     signals = {"count": 0}
 

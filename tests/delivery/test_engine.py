@@ -111,10 +111,10 @@ def test_an_endpoint_that_slows_down_when_it_holds_too_many_calls_is_backed_off(
     assert 6 <= window <= 16, f"the window settled at {window}, not just below the cliff at 12"
 
 
-def test_calls_to_quick_endpoints_under_way_share_a_budget_and_calls_to_slow_ones_go_past_it(
+def test_calls_to_quick_endpoints_under_way_keep_to_a_tenants_share_of_a_budget_and_calls_to_slow_ones_go_past_it(
     client: Any, tenant: Any, other_tenant: Any, auth: Any, settings: Any, start_worker: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("webhooks.delivery.engine.QUICK_BUDGET", 8)
+    monkeypatch.setattr("webhooks.delivery.engine.QUICK_BUDGET", 16)  # a tenant's share: 8
 
     def quick_answer(level: int) -> Response:
         pause(0.02)
@@ -135,8 +135,8 @@ def test_calls_to_quick_endpoints_under_way_share_a_budget_and_calls_to_slow_one
         start_worker(settings)
         quick.wait_for(400, timeout=60)
         slow.wait_for(400, timeout=60)
-    # The quick endpoint's window would grow past 8 within a few of its 20 ms round trips; the
-    # budget holds it there. The slow endpoint's calls (300 ms) wait on the receiver, not on the
+    # The quick endpoint's window would grow past 8 within a few of its 20 ms round trips; its
+    # tenant's share of the budget holds it there. The slow endpoint's calls (300 ms) wait on the receiver, not on the
     # worker, and are not counted: its window grows past the budget.
     assert quick_calls.peak == 8
     assert slow_calls.peak > 8
@@ -160,6 +160,22 @@ def test_a_backlog_beyond_the_prefetch_moves_to_the_database_and_every_delivery_
     arrivals = [r.headers["webhook-id"] for r in slow.requests]
     assert sorted(arrivals) == sorted(events), "each delivery arrived exactly once"
     assert not Delivery.select().where(Delivery.spilled_at.is_null(False) | (Delivery.attempts != 1)).exists()
+
+
+def test_a_worker_has_at_most_half_its_prefetch_in_flight_and_every_delivery_still_arrives(
+    client: Any, tenant: Any, auth: Any, make_settings: Any, start_worker: Any
+) -> None:
+    settings = make_settings(worker_prefetch=40)  # 20 calls in flight at most, 10 messages waiting in memory
+    receiver_calls = InFlight(lambda level: (pause(0.5), (204, None, b""))[1])
+    with Receiver(receiver_calls) as receiver:
+        for n in range(10):  # ten endpoints: windows of 4 would allow 40 calls at once
+            register(client, auth(tenant), f"{receiver.url}/{n}")
+        for n in range(6):
+            send(client, auth(tenant), payload={"n": n})
+        start_worker(settings)
+        receiver.wait_for(60, timeout=60)
+        wait_until(delivered(60), timeout=15)  # the receiver stays up until the last answers are recorded
+    assert receiver_calls.peak == 20
 
 
 def test_a_rate_limited_endpoint_waits_in_memory_not_in_the_defer_queue(

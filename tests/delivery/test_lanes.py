@@ -127,7 +127,7 @@ def slow_lane(lanes: Lanes, tenant: str, endpoint: str, count: int, start_tag: i
 
 
 def test_quick_deliveries_under_way_are_bounded_and_the_rest_wait_in_their_lanes() -> None:
-    lanes = Lanes(ceiling=128, quick_budget=3)
+    lanes = Lanes(ceiling=128, quick_budget=3, tenant_quick_budget=3)
     quick_lane(lanes, "ten_a", "ep_1", 5)
     quick_lane(lanes, "ten_a", "ep_2", 5, start_tag=100)
 
@@ -137,7 +137,7 @@ def test_quick_deliveries_under_way_are_bounded_and_the_rest_wait_in_their_lanes
 
 
 def test_settled_quick_deliveries_free_their_share_and_a_waiting_tenant_gets_the_next_turns() -> None:
-    lanes = Lanes(ceiling=128, quick_budget=2)
+    lanes = Lanes(ceiling=128, quick_budget=2, tenant_quick_budget=2)
     quick_lane(lanes, "ten_a", "ep_a", 100)
     first = [lanes.next_ready(0.0), lanes.next_ready(0.0)]
     quick_lane(lanes, "ten_b", "ep_b", 1, start_tag=1000)  # arrives while A uses the whole budget
@@ -145,7 +145,7 @@ def test_settled_quick_deliveries_free_their_share_and_a_waiting_tenant_gets_the
 
     for held in first:
         assert held is not None
-        lanes.settled(held)
+        lanes.settled(held, now=0.0)
     after = [lanes.next_ready(0.0), lanes.next_ready(0.0)]
 
     assert "dlv_ep_b_0" in [held.message.delivery_id for held in after if held is not None]
@@ -172,3 +172,87 @@ def test_quick_and_slow_lanes_take_turns() -> None:
     taken = hand_out(lanes, 4)
 
     assert ["quick" if "ep_quick" in t else "slow" for t in taken] == ["quick", "slow", "quick", "slow"]
+
+
+def test_a_tenant_waits_with_claims_ahead_of_it_while_another_tenants_message_goes_out_at_once() -> None:
+    lanes = Lanes(ceiling=128, claims_ahead=3)
+    quick_lane(lanes, "ten_a", "ep_a1", 50)
+    quick_lane(lanes, "ten_a", "ep_a2", 50, start_tag=100)
+    flood = hand_out(lanes, 10)
+    assert len(flood) == 3 and lanes.claiming == {"ten_a": 3}  # its claims wait for the database
+
+    quick_lane(lanes, "ten_b", "ep_b", 1, start_tag=1000)
+    held = lanes.next_ready(0.0)
+
+    assert held is not None and held.message.delivery_id == "dlv_ep_b_0"
+    assert lanes.next_ready(0.0) is None
+
+
+def test_a_done_claim_lets_its_tenant_hand_out_one_more_and_its_lanes_keep_their_turns() -> None:
+    lanes = Lanes(ceiling=128, claims_ahead=2)
+    quick_lane(lanes, "ten_a", "ep_a1", 10)
+    quick_lane(lanes, "ten_a", "ep_a2", 10, start_tag=100)
+    first = [lanes.next_ready(0.0), lanes.next_ready(0.0)]
+    assert lanes.next_ready(0.0) is None  # both lanes held back
+
+    lanes.claimed(first[0], now=0.0)
+    after = hand_out(lanes, 3)
+
+    assert len(after) == 1 and lanes.claiming == {"ten_a": 2}
+    lanes.claimed(first[1], now=0.0)
+    assert len(hand_out(lanes, 3)) == 1
+    lanes.drain()
+    assert lanes.next_ready(0.0) is None and lanes.held == 0
+
+
+def test_a_flooding_tenant_keeps_to_its_share_of_the_quick_budget_and_another_tenant_goes_out_at_once() -> None:
+    lanes = Lanes(ceiling=128, quick_budget=4)  # a tenant's share: 2
+    quick_lane(lanes, "ten_a", "ep_a1", 50)
+    quick_lane(lanes, "ten_a", "ep_a2", 50, start_tag=100)
+    flood = [lanes.next_ready(0.0) for _ in range(2)]
+    assert lanes.next_ready(0.0) is None and lanes.quick_by_tenant == {"ten_a": 2}
+
+    quick_lane(lanes, "ten_b", "ep_b", 1, start_tag=1000)
+    held = lanes.next_ready(0.0)
+    assert held is not None and held.message.delivery_id == "dlv_ep_b_0"
+
+    assert flood[0] is not None
+    lanes.settled(flood[0], now=0.0)  # one of A's is over: A may start one more
+    again = lanes.next_ready(0.0)
+    assert again is not None and again.lane.tenant_id == "ten_a" and lanes.next_ready(0.0) is None
+
+
+def test_deliveries_under_way_in_the_whole_process_are_capped_slow_ones_included() -> None:
+    lanes = Lanes(ceiling=128, quick_budget=100, max_under_way=6)
+    for n in range(4):
+        slow_lane(lanes, f"ten_{n}", f"ep_{n}", 10, start_tag=100 * n)
+
+    taken = hand_out(lanes, 40)
+
+    assert len(taken) == 6 and lanes.under_way == 6
+    assert lanes.next_ready(0.0) is None
+
+
+def test_a_settled_delivery_frees_its_place_under_the_cap_for_the_next_tenant_in_turn() -> None:
+    lanes = Lanes(ceiling=128, max_under_way=2)
+    slow_lane(lanes, "ten_a", "ep_a", 10)
+    slow_lane(lanes, "ten_b", "ep_b", 10, start_tag=100)
+    first, second = lanes.next_ready(0.0), lanes.next_ready(0.0)
+    assert first is not None and second is not None and lanes.next_ready(0.0) is None
+
+    lanes.settled(first, now=0.0)
+
+    after = lanes.next_ready(0.0)
+    assert after is not None and after.message.delivery_id == "dlv_ep_a_1"
+    assert lanes.under_way == 2
+
+
+def test_each_arrival_for_a_lane_counts_off_one_of_the_messages_it_fetched_back() -> None:
+    lanes = Lanes(ceiling=128)
+    lane = lanes.lane("ep_a", "ten_a")
+    lane.incoming = 2
+
+    for n in range(3):
+        lanes.add(message("ten_a", "ep_a", n), tag=n, session=1, now=7.0)
+
+    assert lane.incoming == 0 and lane.incoming_at == 7.0 and lanes.held == 3

@@ -1,7 +1,8 @@
 """After the 202: the background enqueuer publishes accepted deliveries in batches and marks them.
 
-Messages arriving within ``linger`` of each other share one publish (one wait for all of
-their confirms) and one outbox mark. Only what the broker confirmed is marked; the relay
+Publishes start at most once every ``spacing`` seconds: messages arriving within it of
+the previous publish share the next one (one wait for all of their confirms) and one
+outbox mark, and a message after a quieter spell goes out at once. Only what the broker confirmed is marked; the relay
 republishes the rest. While idle the thread gives its pooled connection back.
 """
 
@@ -11,6 +12,7 @@ import threading
 import time
 from typing import Any, Sequence
 
+import psycopg2
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
@@ -22,6 +24,7 @@ from webhooks.config import Settings
 from webhooks.storage.db import write
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery
+from webhooks.storage.timeutil import utcnow
 from webhooks.messaging.enqueuer import BackgroundEnqueuer
 from webhooks.messaging.outbox import mark_enqueued
 from webhooks.messaging.publisher import Outgoing
@@ -62,12 +65,12 @@ def test_accepted_deliveries_are_published_and_marked(
     assert published == ids
 
 
-def test_under_sustained_load_events_accepted_within_the_linger_share_one_publish_and_one_mark(
+def test_under_sustained_load_events_accepted_within_the_spacing_share_one_publish_and_one_mark(
     client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings
 ) -> None:
     create_endpoint(client, headers)
     publisher = RecordingPublisher()
-    enqueuer = use_enqueuer(app, settings, publisher, linger=0.5)
+    enqueuer = use_enqueuer(app, settings, publisher, spacing=2.0)
     post_event(client, headers)
     assert enqueuer.wait_idle(10)  # the first, after a pause, went out at once
 
@@ -83,7 +86,7 @@ def test_after_a_pause_the_first_message_does_not_wait_for_company(
 ) -> None:
     create_endpoint(client, headers)
     publisher = RecordingPublisher()
-    enqueuer = use_enqueuer(app, settings, publisher, linger=5.0)
+    enqueuer = use_enqueuer(app, settings, publisher, spacing=5.0)
 
     started = time.monotonic()
     post_event(client, headers)
@@ -97,8 +100,8 @@ def test_only_what_the_broker_confirmed_is_marked(
     client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings
 ) -> None:
     create_endpoint(client, headers)
-    enqueuer = use_enqueuer(app, settings, RecordingPublisher(confirm=2), linger=0.5)
-    enqueuer._last_batch_end = time.monotonic()  # as under sustained load: the three share a batch
+    enqueuer = use_enqueuer(app, settings, RecordingPublisher(confirm=2), spacing=2.0)
+    enqueuer._last_batch_start = time.monotonic()  # as under sustained load: the three share a batch
 
     ids = [post_event(client, headers).json["deliveries"][0]["id"] for _ in range(3)]
 
@@ -205,7 +208,7 @@ def test_queued_events_are_published_tenant_by_tenant_so_one_event_does_not_wait
     app: Flask, settings: Settings
 ) -> None:
     publisher = GatedPublisher()
-    enqueuer = use_enqueuer(app, settings, publisher, linger=0.0)
+    enqueuer = use_enqueuer(app, settings, publisher, spacing=0.0)
 
     def message(tenant: str, n: int) -> DeliveryMessage:
         return DeliveryMessage(f"dlv_{tenant}_{n}", f"evt_{n}", "ep_1", tenant, "order.created", "t", {"n": n})
@@ -219,3 +222,44 @@ def test_queued_events_are_published_tenant_by_tenant_so_one_event_does_not_wait
     assert enqueuer.wait_idle(10)
     second = [DeliveryMessage.decode(body, headers).delivery_id for _, body, headers in publisher.batches[1]]
     assert second == ["dlv_ten_a_1", "dlv_ten_b_0", "dlv_ten_a_2", "dlv_ten_a_3", "dlv_ten_a_4"]
+
+
+def test_a_mark_locks_its_deliveries_in_id_order_whatever_order_they_lie_in_the_table(
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings, postgres_database: str | None
+) -> None:
+    # A worker claims and records in id order; a mark that locked in any other order deadlocked with it.
+    if postgres_database is None:
+        pytest.skip("PostgreSQL only: SQLite has one writer at a time")
+    create_endpoint(client, headers)
+    use_enqueuer(app, settings, RecordingPublisher(confirm=0))
+    first, second = (Delivery.get_by_id(post_event(client, headers).json["deliveries"][0]["id"]) for _ in range(2))
+    low, high = sorted([first.id, second.id])
+    # The lower id's row moves to the end of the heap: a plain scan reaches (and locks) the higher id first.
+    Delivery.update(updated_at=utcnow()).where(Delivery.id == low).execute()
+
+    holder = psycopg2.connect(postgres_database)  # a worker's transaction holding the lower id
+    holder.cursor().execute("BEGIN; SELECT id FROM delivery WHERE id = %s FOR UPDATE", (low,))
+    marking = threading.Thread(target=lambda: (mark_enqueued([_message(first, 1), _message(second, 1)]),
+                                               db.release_connection()))
+    watcher = psycopg2.connect(postgres_database)
+    watcher.autocommit = True  # pg_stat_activity is read once per transaction
+    marking.start()
+    try:
+        wait_until(lambda: _waiting_on_a_lock(watcher) == 1, timeout=10)
+        # The mark waits on the lower id without holding the higher one: the worker can go on to lock it.
+        other = holder.cursor()
+        other.execute("SELECT id FROM delivery WHERE id = %s FOR UPDATE NOWAIT", (high,))
+        assert other.fetchall() == [(high,)]
+    finally:
+        holder.rollback()
+        marking.join(10)
+        holder.close()
+        watcher.close()
+    assert all(Delivery.get_by_id(i).enqueued_at is not None for i in (low, high))
+
+
+def _waiting_on_a_lock(connection: Any) -> int:
+    cursor = connection.cursor()
+    cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+    return cursor.fetchone()[0]

@@ -54,7 +54,7 @@ class Attempts:
             self.rt.requeue(held.tag, held.session)
             return
         finally:
-            self.rt.claiming -= 1
+            self.rt.lanes.claimed(held, self.rt.loop.time())
             self.rt.wake()
         if claim.state is ClaimState.CLAIMED and claim.endpoint is not None:
             await self._attempt(held, claim)

@@ -18,10 +18,10 @@ from typing import Any, Sequence
 
 from webhooks.storage import delivery_sql
 from webhooks.storage.db import database, durable_commit, retrying, write
-from webhooks.messaging.messages import DeliveryMessage
+from webhooks.messaging.messages import DeliveryMessage, PayloadJSON
 from webhooks.storage.models import Delivery, Event
-from webhooks.messaging.outbox import message_for, overdue_in_ladder
-from webhooks.storage.timeutil import utcnow
+from webhooks.messaging.outbox import overdue_in_ladder
+from webhooks.storage.timeutil import isoformat, utcnow
 
 @retrying
 def spill(messages: Sequence[DeliveryMessage]) -> list[bool]:
@@ -58,10 +58,24 @@ def take_spilled(endpoint_id: str, limit: int) -> list[DeliveryMessage]:
         if not ids:
             return []
         rows = (
-            Delivery.select(Delivery, Event).join(Event)
-            .where(Delivery.id.in_(ids)).order_by(Delivery.created_at, Delivery.id)
+            Delivery.select(Delivery.id, Delivery.endpoint_id, Delivery.tenant_id, Delivery.attempts, Event.id,
+                            Event.event_type, Event.created_at, Event.payload.coerce(False))
+            .join(Event).where(Delivery.id.in_(ids)).order_by(Delivery.created_at, Delivery.id).tuples()
         )
-        return [message_for(row, row.event) for row in rows]
+        return [_message(*row) for row in rows]
+
+
+def _message(delivery_id: str, endpoint_id: str, tenant_id: str, attempts: int, event_id: str, event_type: str,
+             created_at: datetime, payload: str) -> DeliveryMessage:
+    """The next ladder attempt's message, the payload kept as the JSON text it is stored as.
+
+    ``PayloadField`` stores the compact JSON ``payload_json`` makes, keys in the order they
+    came, so the text is the payload's bytes as every other attempt sends them: parsing it
+    only to write it out again would cost most of a fetch's time.
+    """
+    return DeliveryMessage(delivery_id=delivery_id, event_id=event_id, endpoint_id=endpoint_id, tenant_id=tenant_id,
+                           event_type=event_type, event_created_at=isoformat(created_at) or "",
+                           payload=PayloadJSON(payload.encode()), attempt=attempts + 1)
 
 
 @retrying

@@ -4,10 +4,10 @@ Messages arrive from a ``broker.Session`` (pika's ``AsyncioConnection``) into th
 endpoint's lane (``lanes``); whenever a lane's adaptive window (``window``) has room,
 the next message is handed out, tenant by tenant, and ``attempt.Attempts`` claims,
 calls, records and acks it. Thousands of deliveries can be in flight at once: they
-are bounded by ``WORKER_PREFETCH`` and the endpoints' windows, not by threads.
-Database work runs in batches on a few threads (``batcher``), never on the loop. A
-backlog beyond what memory should hold moves to the database (``spill``), and the
-housekeeping (``upkeep``) runs once a second.
+are bounded by the endpoints' windows and the process's share of ``WORKER_PREFETCH``
+for calls in flight (``budget``), not by threads. Database work runs in batches on a
+few threads (``batcher``), never on the loop. A backlog beyond what memory should hold
+moves to the database (``spill``), and the housekeeping (``upkeep``) runs once a second.
 
 The first SIGTERM (or Ctrl-C) stops consuming, gives back the messages not yet
 started and lets the deliveries in flight finish, record and ack; a second one exits
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ from webhooks.config import Settings
 from webhooks.delivery.attempt import LEASE_MARGIN_SECONDS, Attempts
 from webhooks.delivery.batcher import Batcher
 from webhooks.delivery.broker import MissingQueue, Session, SessionClosed
+from webhooks.delivery.budget import Budget
 from webhooks.delivery.decide import wait_queue_for
 from webhooks.delivery.lanes import Held, Lane, Lanes
 from webhooks.delivery.runtime import REQUEUE_PAUSE_SECONDS, Runtime
@@ -50,18 +52,25 @@ from webhooks.messaging.topology import DEFER_MS
 
 log = logging.getLogger(__name__)
 
-#: Threads for database work (claims, records, marks and backlog moves run side by side).
-DATABASE_THREADS = 4
+#: Threads for the delivery path's batches: claims, records and marks, one batch of each at
+#: a time, so each always finds a thread. Other database work (moving backlogs to the
+#: database and back, housekeeping) has threads of its own (``SIDE_THREADS``): with a
+#: hundred lanes fetching their backlogs back at once, it once held every thread for
+#: seconds while claims and records waited behind it, and nothing was sent meanwhile.
+BATCH_THREADS = 3
+SIDE_THREADS = 2
 
-#: Claims per transaction, and how many messages may be handed out ahead of their claim.
-#: Work waits in its lane, where tenants take turns, not in a queue for the database:
-#: a message handed out waits for at most the batch running and its own, and the burst
-#: of calls a finished batch sets off stays short enough for the loop to turn around.
+#: Claims per transaction, and how many of one tenant's messages may be handed out ahead
+#: of their claim. Work waits in its lane, where tenants take turns, not in a queue for the
+#: database: a tenant's message handed out waits for at most the batch running and its own,
+#: another tenant's goes into the next batch (first: batches take tenants in turns), and the
+#: burst of calls a finished batch sets off stays short enough for the loop to turn around.
 CLAIM_BATCH = 128
 CLAIMS_AHEAD = 2 * CLAIM_BATCH
 
-#: Deliveries to quick endpoints under way at once in one process (``lanes.Lanes.quick_budget``).
-QUICK_BUDGET = 256
+#: Deliveries to quick endpoints under way at once in one process (``lanes.Lanes.quick_budget``);
+#: one tenant may use half of it.
+QUICK_BUDGET = 512
 
 #: Longest pause between attempts to reach a broker that is down (seconds).
 MAX_BACKOFF_SECONDS = 10.0
@@ -71,6 +80,12 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 
 #: A message due within this many seconds is attempted now.
 NOT_BEFORE_SLACK_SECONDS = 0.05
+
+
+def open_files_limit() -> int | None:
+    """This process's limit on open files (None: unlimited); ``webhooks.worker`` raises it at start."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def _mark_each(messages: Sequence[DeliveryMessage]) -> list[None]:
@@ -119,22 +134,24 @@ class Engine:
 
     async def _main(self) -> int:
         settings = self.settings
-        executor = ThreadPoolExecutor(DATABASE_THREADS, thread_name_prefix="db")
+        executor = ThreadPoolExecutor(SIDE_THREADS, thread_name_prefix="db")
+        batches = ThreadPoolExecutor(BATCH_THREADS, thread_name_prefix="db-batch")
         sender = Sender(
             timeout=settings.delivery_timeout,
             policy=TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks),
             user_agent=USER_AGENT,
         )
         lease = settings.delivery_timeout + LEASE_MARGIN_SECONDS
+        self.budget = budget = Budget.of(settings.worker_prefetch, open_files_limit())
         rt = Runtime(
             settings=settings,
-            lanes=Lanes(settings.endpoint_max_in_flight, QUICK_BUDGET),
+            lanes=Lanes(settings.endpoint_max_in_flight, QUICK_BUDGET, CLAIMS_AHEAD, max_under_way=budget.in_flight),
             sender=sender,
             executor=executor,
-            claims=Batcher(partial(claim_many, lease_seconds=lease), executor, CLAIM_BATCH, share=_tenant_of),
-            records=Batcher(partial(record_many, offline_after=settings.offline_after_failures), executor,
+            claims=Batcher(partial(claim_many, lease_seconds=lease), batches, CLAIM_BATCH, share=_tenant_of),
+            records=Batcher(partial(record_many, offline_after=settings.offline_after_failures), batches,
                             share=_tenant_of_record),
-            marks=Batcher(_mark_each, executor),
+            marks=Batcher(_mark_each, batches),
             stopping=asyncio.Event(),
             wake=self._wake,
             requeue_pause=self.requeue_pause,
@@ -143,7 +160,7 @@ class Engine:
         if self._stop_asked.is_set():
             rt.stopping.set()
         self.attempts = Attempts(rt)
-        self.spiller = Spiller(rt, settings.worker_prefetch)
+        self.spiller = Spiller(rt, budget.hold)
         self.upkeep = Upkeep(rt, self.spiller, settings.endpoint_max_in_flight)
         chores = [asyncio.create_task(self.upkeep.run()), asyncio.create_task(self.spiller.scan_orphans()),
                   asyncio.create_task(rt.lag.measure(rt.stopping))]
@@ -157,6 +174,7 @@ class Engine:
             await self.upkeep.forget()
             await sender.close()
             executor.shutdown(wait=True)
+            batches.shutdown(wait=True)
             self.consuming.clear()
             log.info("worker stopped")
 
@@ -174,8 +192,9 @@ class Engine:
                 await session.check_queues(self.topology.all_queues())
                 rt.session = session
                 await session.consume(self.topology.primary, self.settings.worker_prefetch, self._on_message)
-                log.info("worker consuming %s (prefetch %d, up to %d calls in flight per endpoint)",
-                         self.topology.primary, self.settings.worker_prefetch, rt.lanes.ceiling)
+                log.info("worker consuming %s (prefetch %d: up to %d calls in flight, %d messages waiting in memory; "
+                         "up to %d calls in flight per endpoint)", self.topology.primary, self.settings.worker_prefetch,
+                         self.budget.in_flight, self.budget.hold, rt.lanes.ceiling)
                 self.consuming.set()
                 backoff = 0.5
                 stop = asyncio.ensure_future(rt.stopping.wait())
@@ -275,15 +294,15 @@ class Engine:
             self._loop.call_soon(self._pump)
 
     def _pump(self) -> None:
-        """Hand out every message whose lane can send now, tenant by tenant."""
+        """Hand out every message whose lane can send now, tenant by tenant (``Lanes.next_ready``
+        keeps each tenant within its quick budget and its claims ahead)."""
         self._pump_scheduled = False
         rt = self.rt
         assert rt is not None
         if rt.stopping.is_set() and rt.session is None:
             return
         now = rt.loop.time()
-        while rt.claiming < CLAIMS_AHEAD and (held := rt.lanes.next_ready(now)) is not None:
-            rt.claiming += 1
+        while (held := rt.lanes.next_ready(now)) is not None:
             lane = held.lane
             lane.sending[held] = (now, lane.window.started())
             self._watch(lane)
@@ -294,7 +313,7 @@ class Engine:
             await self.attempts.handle(held)
         finally:
             assert self.rt is not None
-            self.rt.lanes.settled(held)
+            self.rt.lanes.settled(held, self.rt.loop.time())
             self._wake()
             self.spiller.after_settled(held)
 

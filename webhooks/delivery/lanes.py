@@ -18,8 +18,16 @@ ack), so deliveries under way to quick endpoints share ``quick_budget``; beyond 
 their lanes wait here, in turn, and a tenant with one event finds a loop that turns
 round in milliseconds instead of one queued with another tenant's thousands. A call to
 a slow endpoint spends its time waiting for the answer, which costs the loop nothing,
-so it does not count: thousands of those can be under way. Quick and slow lanes take
-turns in two rings, served alternately, so that neither kind holds up the other.
+so it does not count: thousands of those can be under way, up to ``max_under_way`` for
+the whole process (``budget.Budget.in_flight``). Quick and slow lanes take turns in two
+rings, served alternately, so that neither kind holds up the other.
+
+One tenant may use only a share of ``quick_budget`` (``tenant_quick_budget``, half of it
+unless told) and have at most ``claims_ahead`` messages handed out before their claims
+are done; a lane of a tenant at either limit is held back, out of turn, until one of
+its tenant's claims or deliveries is over. A flood therefore never takes every slot,
+and another tenant's message is handed out the moment it arrives, into the next claim
+batch, instead of when the flood's next batch ends.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ class Lane:
     """One endpoint's messages waiting in this process, and its window."""
 
     __slots__ = ("endpoint_id", "tenant_id", "queue", "window", "paused_until", "spilled", "refilling",
-                 "sending", "idle_since", "ready", "finished", "pace", "watch")
+                 "sending", "idle_since", "ready", "finished", "pace", "watch", "incoming", "incoming_at")
 
     def __init__(self, endpoint_id: str, tenant_id: str, ceiling: int) -> None:
         self.endpoint_id = endpoint_id
@@ -78,6 +86,10 @@ class Lane:
         self.pace = 0.0
         #: The timer that looks for calls outstanding far longer than the baseline (None: none set).
         self.watch: Any = None
+        #: Messages fetched back from the database and published, not seen here yet (an estimate:
+        #: every arrival for the lane counts off one), and when that last changed (loop time).
+        self.incoming = 0
+        self.incoming_at = 0.0
 
     def can_send(self, now: float) -> bool:
         return bool(self.queue) and self.window.has_room() and self.paused_until <= now
@@ -148,14 +160,30 @@ class Turns:
 class Lanes:
     """Every lane of this process and the round-robin over them."""
 
-    def __init__(self, ceiling: int, quick_budget: int = 128) -> None:
+    def __init__(self, ceiling: int, quick_budget: int = 128, claims_ahead: int = 256,
+                 tenant_quick_budget: int | None = None, max_under_way: int | None = None) -> None:
         self.ceiling = ceiling
         self.lanes: dict[str, Lane] = {}
         #: Messages waiting in every lane (not in flight).
         self.held = 0
-        #: How many deliveries to quick endpoints may be under way at once, and how many are.
+        #: How many deliveries (to any endpoint) may be under way at once, and how many are.
+        self.max_under_way = max(1, max_under_way) if max_under_way is not None else None
+        self.under_way = 0
+        #: How many deliveries to quick endpoints may be under way at once, and how many are ...
         self.quick_budget = max(1, quick_budget)
         self.quick_under_way = 0
+        #: ... and how many of one tenant's (half the budget unless told): a flood keeps a share
+        #: free, so another tenant's message goes out at once instead of when a slot frees.
+        self.tenant_quick_budget = max(1, tenant_quick_budget or self.quick_budget // 2)
+        self.quick_by_tenant: dict[str, int] = {}
+        #: How many of one tenant's messages may be handed out before their claim is done, and
+        #: how many are, by tenant. Per tenant, not in all: a flood's claims wait in the
+        #: database batches, and another tenant's message goes straight to the next batch.
+        self.claims_ahead = max(1, claims_ahead)
+        self.claiming: dict[str, int] = {}
+        #: Lanes of a tenant at ``claims_ahead``, out of turn until one of its claims is done
+        #: (``ready`` stays set, so ``wake`` leaves them there).
+        self._held_back: dict[str, list[Lane]] = {}
         self._quick, self._slow = Turns(), Turns()
         #: The slow ring has the next turn when both kinds could send.
         self._slow_next = False
@@ -175,6 +203,9 @@ class Lanes:
         else:
             lane.queue.append(held)
         lane.idle_since = None
+        if lane.incoming:
+            lane.incoming -= 1
+            lane.incoming_at = now
         self.held += 1
         self.wake(lane, now)
         return held
@@ -194,7 +225,10 @@ class Lanes:
 
     def next_ready(self, now: float) -> Held | None:
         """The next message to send, taking turns by tenant, then by endpoint; None if none can go.
-        Quick lanes wait (in turn) while the quick budget is used up; slow lanes go on."""
+        Quick lanes wait (in turn) while the quick budget is used up; slow lanes go on, up to
+        ``max_under_way`` deliveries under way in all."""
+        if self.max_under_way is not None and self.under_way >= self.max_under_way:
+            return None
         while True:
             quick_room = self.quick_under_way < self.quick_budget
             if quick_room and self._quick.ring and not (self._slow_next and self._slow.ring):
@@ -206,21 +240,47 @@ class Lanes:
             self._slow_next = quick
             lane = turns.next_lane()
             assert lane is not None
+            tenant_id = lane.tenant_id
+            claiming = self.claiming.get(tenant_id, 0)
+            tenant_quick = self.quick_by_tenant.get(tenant_id, 0) if quick else 0
+            if claiming >= self.claims_ahead or tenant_quick >= self.tenant_quick_budget:
+                self._held_back.setdefault(tenant_id, []).append(lane)  # ready stays set
+                continue
             lane.ready = False
             if not lane.can_send(now):
                 continue
             held = lane.queue.popleft()
             self.held -= 1
             held.quick = quick
-            self.quick_under_way += quick
+            if quick:
+                self.quick_under_way += 1
+                self.quick_by_tenant[tenant_id] = tenant_quick + 1
+            self.claiming[tenant_id] = claiming + 1
+            self.under_way += 1
             self.wake(lane, now)  # to the back of its tenant's turn, if it can send again
             return held
 
-    def settled(self, held: Held) -> None:
-        """A delivery handed out by ``next_ready`` is over: its share of the quick budget is free."""
+    def claimed(self, held: Held, now: float) -> None:
+        """The claim of a message handed out by ``next_ready`` is done (whatever its outcome):
+        its tenant may have one more handed out; lanes held back for it take their turns again."""
+        tenant_id = held.lane.tenant_id
+        _count_down(self.claiming, tenant_id)
+        self._release(tenant_id, now)
+
+    def _release(self, tenant_id: str, now: float) -> None:
+        """Lanes held back for ``tenant_id``'s claims or quick share take their turns again."""
+        for lane in self._held_back.pop(tenant_id, ()):
+            lane.ready = False
+            self.wake(lane, now)
+
+    def settled(self, held: Held, now: float) -> None:
+        """A delivery handed out by ``next_ready`` is over: its share of the budgets is free."""
+        self.under_way -= 1
         if held.quick:
             held.quick = False
             self.quick_under_way -= 1
+            _count_down(self.quick_by_tenant, held.lane.tenant_id)
+            self._release(held.lane.tenant_id, now)
 
     def take_newest(self, lane: Lane, count: int) -> list[Held]:
         """Remove up to ``count`` of the lane's newest waiting ladder messages (to move them to the
@@ -246,6 +306,7 @@ class Lanes:
             lane.ready = False
         self._quick.clear()
         self._slow.clear()
+        self._held_back.clear()
         self.held = 0
         return taken
 
@@ -280,5 +341,14 @@ class Lanes:
         return iter(self.lanes.values())
 
     def stats(self) -> dict[str, Any]:
-        return {"lanes": len(self.lanes), "held": self.held, "quick_under_way": self.quick_under_way,
+        return {"lanes": len(self.lanes), "held": self.held, "under_way": self.under_way,
+                "quick_under_way": self.quick_under_way, "claiming": sum(self.claiming.values()),
                 "in_flight": sum(lane.window.in_flight for lane in self.lanes.values())}
+
+
+def _count_down(counts: dict[str, int], key: str) -> None:
+    left = counts.get(key, 0) - 1
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)

@@ -68,8 +68,6 @@ class Runtime:
     requeue_pause: float = REQUEUE_PAUSE_SECONDS
     #: Attempts running now (each owns one Held until it is settled).
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    #: Messages handed out whose claim has not been answered yet (the engine bounds it).
-    claiming: int = 0
     _warned_at: float = -DATABASE_WARNING_EVERY_SECONDS
 
     @property
@@ -89,7 +87,8 @@ class Runtime:
             log.error("unexpected error in the worker", exc_info=task.exception())
 
     async def in_db(self, fn: Callable[..., R], *args: Any) -> R:
-        """``fn(*args)`` on a database thread (one unit of work, not batched)."""
+        """``fn(*args)`` on a database thread off the delivery path (one unit of work, not batched:
+        backlog moves, housekeeping); the batches have threads of their own."""
         return await self.loop.run_in_executor(self.executor, database_work, fn, *args)
 
     async def publish(self, queue: str, body: bytes, headers: dict[str, Any]) -> bool:

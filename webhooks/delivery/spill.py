@@ -3,14 +3,22 @@
 Memory is where waiting is cheapest: a message held in its lane costs nothing while
 its endpoint is busy, and goes out the moment a window slot frees. But the broker only
 hands a worker ``WORKER_PREFETCH`` unacknowledged messages, and whatever sits behind a
-flood in the queue waits until the worker has room for more. So when a process's
-messages (waiting and in flight) come near its prefetch, or a lane holds more than
-``HOLD_SECONDS`` of its own pace, the newest messages of the longest lanes go to the
-database (``webhooks.delivery.backlog.spill``) and are acked: the queue keeps moving for every
-other tenant and endpoint, and memory stays bounded. A lane
-with a backlog in the database fetches it back, oldest first, whenever it runs short;
-every worker also looks for backlogs nobody is fetching (a worker that died) every
-``ORPHAN_SCAN_SECONDS``.
+flood in the queue waits until the worker has room for more. So the messages waiting
+in lanes are bounded apart from the calls in flight (``budget.Budget.hold``): above it,
+the newest messages of the longest lanes go to the database
+(``webhooks.delivery.backlog.spill``) and are acked, and the queue keeps moving for every
+other tenant and endpoint while memory stays bounded. Calls in flight have a share of
+the prefetch of their own, so they never push waiting messages out.
+
+Each lane keeps at most ``keep`` messages waiting: enough to feed its window until a
+fetch from the database comes back (``MIN_KEEP``, twice its window, or ``HOLD_SECONDS``
+of its own pace), but never more than its share of the bound among the lanes that have
+a backlog, so that lanes at their ``keep`` never add up to a spill, and what one lane
+spills is not fetched straight back by another. A lane with a backlog in the database
+fetches it back, oldest first, when it runs short, no more than it keeps; the messages
+come back through the primary queue, and the lane counts them as ``incoming`` until they
+arrive, so a backlog is not fetched twice. Every worker also looks for backlogs nobody
+is fetching (a worker that died) every ``ORPHAN_SCAN_SECONDS``.
 """
 
 from __future__ import annotations
@@ -31,38 +39,59 @@ HOLD_SECONDS = 30.0
 #: ... and never fewer than this many messages (enough for a window that grows).
 MIN_KEEP = 200
 
-#: Share of ``WORKER_PREFETCH`` at which a process spills, and the share it spills down to.
-SPILL_ABOVE = 0.9
-SPILL_DOWN_TO = 0.7
+#: Above the hold bound a process spills down to this share of it (lanes share this much).
+SPILL_DOWN_TO = 0.8
 
-#: Spilled deliveries fetched back at a time.
+#: A lane's share of the bound is never below this many messages.
+MIN_SHARE = 8
+
+#: Messages moved to the database in one statement.
+SPILL_BATCH = 2000
+
+#: Spilled deliveries fetched back at a time, at most.
 REFILL_BATCH = 200
+
+#: Messages fetched back that have not arrived after this many seconds (another worker took
+#: them, or they wait behind a long queue) are no longer counted as on their way (seconds).
+INCOMING_GRACE_SECONDS = 3.0
 
 #: How often every worker looks for backlogs in the database that nobody is fetching (seconds).
 ORPHAN_SCAN_SECONDS = 5.0
 
 
 class Spiller:
-    def __init__(self, runtime: Runtime, prefetch: int) -> None:
+    def __init__(self, runtime: Runtime, hold: int) -> None:
         self.rt = runtime
-        #: Above ``high`` messages in this process (waiting and in flight), spill down to ``low``.
-        self.high = max(int(prefetch * SPILL_ABOVE), 1)
-        self.low = max(int(prefetch * SPILL_DOWN_TO), 1)
+        #: Above ``high`` messages waiting in this process's lanes (calls in flight not counted), spill down to ``low``.
+        self.high = max(hold, 1)
+        self.low = max(int(hold * SPILL_DOWN_TO), 1)
+        #: What each lane with a backlog may keep waiting (``low`` shared among them; ``reshare``).
+        self.share = self.low
         self._spilling = False
         self._refilling: set[str] = set()
 
     # -- out to the database ------------------------------------------------------------------
 
     def keep(self, lane: Lane) -> int:
-        """How many waiting messages ``lane`` keeps in memory."""
-        return max(MIN_KEEP, 2 * lane.window.size, int(lane.pace * HOLD_SECONDS))
+        """How many waiting messages ``lane`` keeps in memory: what it needs, within its share."""
+        return min(max(MIN_KEEP, 2 * lane.window.size, int(lane.pace * HOLD_SECONDS)), self.share)
+
+    def reshare(self, now: float) -> None:
+        """Share the bound among the lanes with a backlog (in memory or in the database) again, and stop
+        counting messages fetched back long ago as on their way (every housekeeping round)."""
+        backlogged = 0
+        for lane in self.rt.lanes:
+            if lane.queue or lane.spilled:
+                backlogged += 1
+            if lane.incoming and now - lane.incoming_at > INCOMING_GRACE_SECONDS:
+                lane.incoming = 0
+        self.share = max(MIN_SHARE, self.low // max(backlogged, 1))
 
     def check(self) -> None:
-        """After messages came in: spill if this process is near its prefetch."""
-        busy = len(self.rt.tasks)  # messages being handled (and a few chores)
-        if self.rt.lanes.held + busy > self.high and not self._spilling:
+        """After messages came in: spill if more wait in this process's lanes than it holds."""
+        if self.rt.lanes.held > self.high and not self._spilling:
             self._spilling = True
-            self.rt.spawn(self._spill_to(max(self.low - busy, 0)))
+            self.rt.spawn(self._spill_to(self.low))
 
     def spill_long_lanes(self) -> None:
         """Spill what lanes hold beyond ``keep`` (a slow or rate-limited endpoint's backlog)."""
@@ -74,37 +103,55 @@ class Spiller:
             self.rt.spawn(self._spill([(lane, count) for lane, count in excess]))
 
     async def _spill_to(self, target: int) -> None:
-        plan: list[tuple[Lane, int]] = []
-        surplus = self.rt.lanes.held - target
-        for lane in self.rt.lanes.longest():
-            if surplus <= 0:
-                break
-            count = min(surplus, len(lane.queue) - min(self.keep(lane), len(lane.queue) // 2))
-            if count > 0:
-                plan.append((lane, count))
-                surplus -= count
-        await self._spill(plan)
+        await self._spill(list(self.plan(self.rt.lanes.held - target).items()))
+
+    def plan(self, surplus: int) -> dict[Lane, int]:
+        """How many of each lane's newest messages to move so that ``surplus`` fewer wait: first what lanes
+        hold beyond their ``keep``, then, longest lanes first, down to half what they hold.
+
+        A lane with no more than ``MIN_SHARE`` waiting is never spilled: its messages are a tenant's
+        next ones (the first behind another's flood), and nothing would fetch them back before the
+        orphan scan. Memory stays bounded by the prefetch all the same.
+        """
+        lanes = self.rt.lanes.longest()
+        plan: dict[Lane, int] = {}
+        for floor in (self.keep, _half):
+            for lane in lanes:
+                if surplus <= 0:
+                    return plan
+                count = min(surplus, len(lane.queue) - plan.get(lane, 0) - floor(lane))
+                if count > 0:
+                    plan[lane] = plan.get(lane, 0) + count
+                    surplus -= count
+        return plan
 
     async def _spill(self, plan: Sequence[tuple[Lane, int]]) -> None:
         try:
             taken = [(lane, held) for lane, count in plan for held in self.rt.lanes.take_newest(lane, count)]
-            if not taken:
-                return
-            messages = [held.message for _, held in taken]
-            try:
-                marked = await self.rt.until_db(self._run_spill, messages)
-            except Stopping:
-                for _, held in taken:
-                    self.rt.requeue(held.tag, held.session)
-                return
-            for (lane, held), was_marked in zip(taken, marked):
-                if was_marked:
-                    lane.spilled = True
-                self.rt.ack(held.tag, held.session)  # spilled, or stale anyway
-            log.info("moved %d waiting messages of %d endpoints to the database", sum(marked),
-                     len({lane.endpoint_id for lane, _ in taken}))
+            for start in range(0, len(taken), SPILL_BATCH):
+                if not await self._spill_batch(taken[start:start + SPILL_BATCH]):
+                    for _, held in taken[start + SPILL_BATCH:]:
+                        self.rt.requeue(held.tag, held.session)
+                    return
         finally:
             self._spilling = False
+
+    async def _spill_batch(self, taken: Sequence[tuple[Lane, Held]]) -> bool:
+        """Move ``taken`` to the database and ack them; False when the worker stopped first (they were requeued)."""
+        messages = [held.message for _, held in taken]
+        try:
+            marked = await self.rt.until_db(self._run_spill, messages)
+        except Stopping:
+            for _, held in taken:
+                self.rt.requeue(held.tag, held.session)
+            return False
+        for (lane, held), was_marked in zip(taken, marked):
+            if was_marked:
+                lane.spilled = True
+            self.rt.ack(held.tag, held.session)  # spilled, or stale anyway
+        log.info("moved %d waiting messages of %d endpoints to the database", sum(marked),
+                 len({lane.endpoint_id for lane, _ in taken}))
+        return True
 
     async def _run_spill(self, messages: list[DeliveryMessage]) -> list[bool]:
         return await self.rt.in_db(backlog.spill, messages)
@@ -115,25 +162,46 @@ class Spiller:
         """A message of ``held.lane`` is done: fetch its backlog back if the lane runs short."""
         lane = held.lane
         lane.finished += 1
-        if lane.spilled and len(lane.queue) < self.keep(lane) // 2:
+        if lane.spilled:
             self.refill(lane.endpoint_id, lane)
 
+    def refill_short_lanes(self) -> None:
+        """Fetch back the backlogs of lanes that run short (every housekeeping round): a lane with
+        nothing under way has no delivery settling to remind it."""
+        for lane in list(self.rt.lanes):
+            if lane.spilled:
+                self.refill(lane.endpoint_id, lane)
+
+    def short(self, lane: Lane) -> int:
+        """How many messages ``lane`` should fetch back now: none until what it has waiting and on its
+        way falls below half its ``keep``, then enough to make it up (at most ``REFILL_BATCH``)."""
+        has = len(lane.queue) + lane.incoming
+        keep = self.keep(lane)
+        return min(keep - has, REFILL_BATCH) if has < keep // 2 else 0
+
     def refill(self, endpoint_id: str, lane: Lane | None) -> None:
-        if endpoint_id in self._refilling or self.rt.stopping.is_set():
+        """Fetch back some of the endpoint's backlog if its lane (None: it has none here) runs short."""
+        count = REFILL_BATCH if lane is None else self.short(lane)
+        if count <= 0 or endpoint_id in self._refilling or self.rt.stopping.is_set():
             return
         self._refilling.add(endpoint_id)
-        self.rt.spawn(self._refill(endpoint_id, lane))
+        self.rt.spawn(self._refill(endpoint_id, lane, count))
 
-    async def _refill(self, endpoint_id: str, lane: Lane | None) -> None:
+    async def _refill(self, endpoint_id: str, lane: Lane | None, count: int) -> None:
         try:
-            messages = await self.rt.in_db(backlog.take_spilled, endpoint_id, REFILL_BATCH)
-            if lane is not None and len(messages) < REFILL_BATCH:
+            messages = await self.rt.in_db(backlog.take_spilled, endpoint_id, count)
+            if lane is not None and len(messages) < count:
                 lane.spilled = False
             if not messages:
                 return
             primary = self.rt.settings.topology.primary
+            if lane is not None:  # counted before the publish: a message can arrive before its confirm
+                lane.incoming += len(messages)
+                lane.incoming_at = self.rt.loop.time()
             confirmed = await asyncio.gather(*(self.rt.publish(primary, *m.encode()) for m in messages))
             refused = [m for m, ok in zip(messages, confirmed) if not ok]
+            if lane is not None:
+                lane.incoming = max(lane.incoming - len(refused), 0)
             if refused:
                 log.warning("%d deliveries fetched back from the database were not confirmed; the relay publishes them",
                             len(refused))
@@ -160,5 +228,11 @@ class Spiller:
                 continue
             for endpoint_id in endpoints:
                 lane = self.rt.lanes.lanes.get(endpoint_id)
-                if lane is None or len(lane.queue) < self.keep(lane) // 2:
-                    self.refill(endpoint_id, lane)
+                if lane is not None:
+                    lane.spilled = True  # (a backlog it did not know of: another worker's)
+                self.refill(endpoint_id, lane)
+
+
+def _half(lane: Lane) -> int:
+    """What a lane keeps when the bound must be met beyond every lane's ``keep``."""
+    return max(len(lane.queue) // 2, MIN_SHARE)

@@ -1,7 +1,9 @@
 """The engine's housekeeping, once a second: paces, long lanes, windows on show, the ceiling's share.
 
-- each lane's pace (messages settled per second, smoothed) is measured, and lanes that
-  hold more than they will send in ``spill.HOLD_SECONDS`` move the rest to the database;
+- each lane's pace (messages settled per second, smoothed) is measured, the bound on
+  waiting messages is shared again among the lanes with a backlog, and lanes that hold
+  more than they keep (``spill.Spiller.keep``) move the rest to the database, while lanes
+  with a backlog there that run short fetch it back;
 - windows that changed are written for the API, the console and /metrics;
 - ``ENDPOINT_MAX_IN_FLIGHT`` is the ceiling for an endpoint across all workers: each
   worker takes an equal share, re-reading how many consume the primary queue;
@@ -37,6 +39,9 @@ FORGET_AFTER_SECONDS = 300.0
 #: Weight of the latest second in a lane's smoothed pace.
 PACE_WEIGHT = 0.3
 
+#: How often the worker logs what it holds (seconds).
+REPORT_EVERY_SECONDS = 10.0
+
 
 def worker_name() -> str:
     """``host:pid``: which worker a window belongs to."""
@@ -53,6 +58,7 @@ class Upkeep:
         self._last_save = 0.0
         self._last_full = -math.inf
         self._last_share = -math.inf
+        self._last_report = 0.0
 
     async def run(self) -> None:
         """Until the engine stops."""
@@ -72,14 +78,29 @@ class Upkeep:
         for lane in self.rt.lanes:
             lane.pace = (1 - PACE_WEIGHT) * lane.pace + PACE_WEIGHT * lane.finished / TICK_SECONDS
             lane.finished = 0
+        self.spiller.reshare(now)
         self.spiller.spill_long_lanes()
+        self.spiller.refill_short_lanes()
         self.rt.lanes.forget_idle(now, FORGET_AFTER_SECONDS)
         if now - self._last_share >= SHARE_EVERY_SECONDS and self.rt.session is not None:
             self._last_share = now
             await self.share_ceiling()
+        if now - self._last_report >= REPORT_EVERY_SECONDS:
+            self._last_report = now
+            self.report()
         if now - self._last_save >= SAVE_EVERY_SECONDS:
             self._last_save = now
             await self.save_windows()
+
+    def report(self) -> None:
+        """One line on what this worker holds: calls under way, messages waiting, lanes with a backlog."""
+        lanes = self.rt.lanes
+        if not lanes.under_way and not lanes.held:
+            return
+        spilled = sum(1 for lane in lanes if lane.spilled)
+        log.info("worker: %d deliveries under way, %d messages waiting in %d lanes (each keeps up to %d), "
+                 "%d endpoints with a backlog in the database", lanes.under_way, lanes.held,
+                 sum(1 for lane in lanes if lane.queue), self.spiller.share, spilled)
 
     async def share_ceiling(self) -> None:
         """This worker's share of ``ENDPOINT_MAX_IN_FLIGHT`` (each endpoint's ceiling across workers)."""

@@ -46,18 +46,21 @@ class BackgroundEnqueuer:
     Each batch is published tenant by tenant in turns (``turns.in_turns``), so one tenant's
     event is not published behind another's flood of batches.
 
-    Under sustained load (the previous batch ended less than ``linger`` seconds before
-    the next message came) it waits up to ``linger`` for more messages before publishing,
-    so that one publish (all confirms awaited together) and one mark serve several events;
-    after a pause the first message goes out at once. It keeps its database connection
+    Publishes start at most once every ``spacing`` seconds: a message that comes after a
+    quieter spell goes out at once, and under load what arrives within ``spacing`` of the
+    previous publish waits for the rest of it and goes out with it, so that one publish
+    (all confirms awaited together) and one mark serve several events. The spacing is short
+    (5 ms) so that it bounds how many publishes a busy process makes (about 200 a second)
+    without adding a wait worth counting to an event's way: at 200 events/s a 25 ms linger
+    had been most of the time from the 202 to the worker. It keeps its database connection
     while busy and returns it to the pool after ``release_after`` idle seconds.
     """
 
-    def __init__(self, publisher: Publisher, topology: Topology, batch: int = 500, linger: float = 0.025,
+    def __init__(self, publisher: Publisher, topology: Topology, batch: int = 500, spacing: float = 0.005,
                  release_after: float = 1.0) -> None:
         self.publisher, self.topology, self.batch = publisher, topology, batch
-        self.linger, self.release_after = linger, release_after
-        self._last_batch_end = float("-inf")
+        self.spacing, self.release_after = spacing, release_after
+        self._last_batch_start = float("-inf")
         self._queue: queue.SimpleQueue[DeliveryMessage] = queue.SimpleQueue()
         self._pid = 0
         self._lock = threading.Lock()
@@ -88,16 +91,14 @@ class BackgroundEnqueuer:
                 threading.Thread(target=self._run, name="enqueuer", daemon=True).start()
 
     def _next_batch(self) -> list[DeliveryMessage]:
-        """Up to ``batch`` messages: the next one, what is queued behind it and, under sustained
-        load, what arrives within ``linger`` after it."""
+        """Up to ``batch`` messages: the next one, what is queued behind it and what arrives
+        before ``spacing`` has passed since the previous publish started."""
         try:
             messages = [self._queue.get(timeout=self.release_after)]
         except queue.Empty:
             release_connection()  # idle: give the pooled connection back, then sleep until work comes
             messages = [self._queue.get()]
-        now = time.monotonic()
-        sustained = now - self._last_batch_end < self.linger
-        deadline = now + self.linger if sustained else now
+        deadline = self._last_batch_start + self.spacing
         while len(messages) < self.batch:
             try:
                 messages.append(self._queue.get_nowait())
@@ -118,11 +119,11 @@ class BackgroundEnqueuer:
     def _run(self) -> None:
         while True:
             messages = self._next_batch()
+            self._last_batch_start = time.monotonic()
             try:
                 enqueue(self.publisher, self.topology, messages)
             except Exception:  # noqa: BLE001 - the relay covers anything left unmarked
                 log.exception("background publish of %d messages failed; the relay will publish them", len(messages))
-            self._last_batch_end = time.monotonic()
             with self._done:
                 self._unhandled -= len(messages)
                 if self._unhandled <= 0:

@@ -25,7 +25,7 @@ _Row = TypeVar("_Row", bound=_HasDeliveryId)
 
 def in_lock_order(rows: Sequence[_Row]) -> list[_Row]:
     """``rows`` by delivery id: every multi-row statement on deliveries takes its row locks in
-    id order (the outbox mark's ``id = ANY(…)`` walks the primary key in that order too), so two
+    id order (the outbox mark sorts its rows before locking them: ``mark_enqueued_sql``), so two
     of them never wait on each other in a circle (PostgreSQL's "deadlock detected")."""
     return sorted(rows, key=lambda row: row.delivery_id)
 
@@ -147,9 +147,17 @@ def take_spilled_sql() -> str:
 def mark_enqueued_sql() -> str:
     """PostgreSQL: mark every delivery of one attempt number as published.
 
+    The rows are locked in id order first (``ORDER BY … FOR UPDATE`` locks after sorting):
+    a bare ``id = ANY(…)`` may walk them in the heap's order, and a worker claiming or
+    recording the same deliveries in id order then deadlocks with it (seen under a flood:
+    every "deadlock detected" in the bench's PostgreSQL log was this mark against a claim
+    or a record, each costing a batch of deliveries a retry).
+
     Parameters: now, the delivery ids as one array, the attempts so far.
     """
+    table = f'"{Delivery._meta.table_name}"'
     return (
-        f'UPDATE "{Delivery._meta.table_name}" SET "enqueued_at" = %s '
-        'WHERE "id" = ANY(%s) AND "attempts" = %s AND "enqueued_at" IS NULL'
+        f'UPDATE {table} SET "enqueued_at" = %s WHERE "id" IN ('
+        f'SELECT "id" FROM {table} WHERE "id" = ANY(%s) AND "attempts" = %s AND "enqueued_at" IS NULL '
+        'ORDER BY "id" FOR UPDATE)'
     )

@@ -1,0 +1,218 @@
+"""The bound on messages waiting in a worker's memory, and how lanes share it (``webhooks.delivery.spill``).
+
+Unit tests on a stand-in for the engine's runtime: no broker, no database. The engine's
+end-to-end test of a backlog beyond the prefetch is in ``test_engine``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any, Awaitable, Callable
+
+from tests.delivery.test_lanes import message, slow_lane
+from webhooks.delivery import spill
+from webhooks.delivery.lanes import Lane, Lanes
+from webhooks.delivery.spill import INCOMING_GRACE_SECONDS, MIN_KEEP, REFILL_BATCH, SPILL_BATCH, Spiller
+
+
+class Runtime(SimpleNamespace):
+    """What ``Spiller`` uses of ``webhooks.delivery.runtime.Runtime``; spawned work is kept, not run."""
+
+    def __init__(self, lanes: Lanes) -> None:
+        super().__init__(lanes=lanes, stopping=asyncio.Event(), spawned=[], acked=[], requeued=[], published=[], on_publish=[],
+                         settings=SimpleNamespace(topology=SimpleNamespace(primary="primary")))
+
+    def spawn(self, coroutine: Awaitable[Any]) -> None:
+        self.spawned.append(coroutine)
+
+    def run_spawned(self) -> None:
+        spawned, self.spawned = self.spawned, []
+        for coroutine in spawned:
+            asyncio.run(coroutine)  # type: ignore[arg-type]
+
+    def ack(self, tag: int | None, session: int) -> None:
+        self.acked.append(tag)
+
+    def requeue(self, tag: int | None, session: int) -> None:
+        self.requeued.append(tag)
+
+    async def until_db(self, batcher: Callable[[Any], Awaitable[Any]], item: Any) -> Any:
+        return await batcher(item)
+
+    async def publish(self, queue: str, body: bytes, headers: dict[str, Any]) -> bool:
+        self.published.append(queue)
+        for hook in self.on_publish:
+            hook()
+        return True
+
+    @property
+    def loop(self) -> Any:
+        return SimpleNamespace(time=lambda: 100.0)
+
+
+def backlogged_lanes(count: int, each: int) -> Lanes:
+    lanes = Lanes(ceiling=128)
+    for n in range(count):
+        slow_lane(lanes, "ten_a", f"ep_{n}", each, start_tag=10_000 * n)
+    return lanes
+
+
+def test_a_lane_alone_keeps_what_its_window_and_pace_need() -> None:
+    lanes = backlogged_lanes(1, 10)
+    spiller = Spiller(Runtime(lanes), hold=7_500)
+    spiller.reshare(now=0.0)
+    lane = lanes.lanes["ep_0"]
+
+    assert spiller.keep(lane) == MIN_KEEP
+    lane.pace = 100.0  # answers per second
+    assert spiller.keep(lane) == 100 * spill.HOLD_SECONDS
+
+
+def test_lanes_with_a_backlog_share_the_bound_so_that_lanes_at_their_keep_never_add_up_to_a_spill() -> None:
+    lanes = backlogged_lanes(100, 1)
+    runtime = Runtime(lanes)
+    spiller = Spiller(runtime, hold=7_500)
+    spiller.reshare(now=0.0)
+
+    keeps = [spiller.keep(lane) for lane in lanes]
+
+    assert keeps == [60] * 100  # 80 % of 7,500, shared by 100
+    for lane in lanes:
+        for n in range(spiller.keep(lane) - len(lane.queue)):
+            lanes.add(message("ten_a", lane.endpoint_id, 1000 + n), tag=None, session=1, now=0.0)
+    spiller.check()
+    spiller.spill_long_lanes()
+    assert lanes.held == 6_000 and runtime.spawned == []
+
+
+def test_to_meet_the_bound_lanes_give_up_what_they_hold_beyond_their_keep_first_then_half_of_the_rest() -> None:
+    lanes = backlogged_lanes(2, 100)
+    spiller = Spiller(Runtime(lanes), hold=500)  # down to 400: each of the two keeps 200
+    spiller.reshare(now=0.0)
+
+    assert spiller.plan(lanes.held - 400) == {}
+    assert spiller.plan(lanes.held - 100) == {lanes.lanes["ep_0"]: 50, lanes.lanes["ep_1"]: 50}
+    assert spiller.plan(lanes.held) == {lanes.lanes["ep_0"]: 50, lanes.lanes["ep_1"]: 50}, "each keeps half"
+
+
+def test_a_tenant_with_a_few_messages_behind_a_flood_never_has_them_spilled() -> None:
+    lanes = Lanes(ceiling=128)
+    slow_lane(lanes, "ten_a", "ep_flood", 100)
+    slow_lane(lanes, "ten_b", "ep_b", 1, start_tag=1_000)
+    spiller = Spiller(Runtime(lanes), hold=10)  # each lane keeps 8
+    spiller.reshare(now=0.0)
+
+    plan = spiller.plan(lanes.held - spiller.low)
+
+    assert plan == {lanes.lanes["ep_flood"]: 92}, "B's message stays in its lane, next to go"
+
+
+def test_calls_in_flight_do_not_count_against_the_bound_on_waiting_messages() -> None:
+    lanes = backlogged_lanes(100, 75)
+    runtime = Runtime(lanes)
+    runtime.tasks = set(range(10_000))  # as many deliveries under way
+    lanes.under_way = 10_000
+    spiller = Spiller(runtime, hold=7_500)
+
+    spiller.check()
+    assert runtime.spawned == []
+
+    lanes.add(message("ten_a", "ep_0", 999), tag=999, session=1, now=0.0)
+    spiller.check()
+    assert len(runtime.spawned) == 1
+    for coroutine in runtime.spawned:
+        coroutine.close()  # type: ignore[attr-defined]
+
+
+def test_a_spill_beyond_one_statement_goes_in_batches_and_every_message_moved_is_acked(monkeypatch: Any) -> None:
+    lanes = backlogged_lanes(1, 2 * SPILL_BATCH + 10)
+    runtime = Runtime(lanes)
+    statements: list[int] = []
+
+    async def marked(messages: list[Any]) -> list[bool]:
+        statements.append(len(messages))
+        return [True] * len(messages)
+
+    spiller = Spiller(runtime, hold=100)
+    monkeypatch.setattr(spiller, "_run_spill", marked)
+    spiller.check()
+    runtime.run_spawned()
+
+    moved = 2 * SPILL_BATCH + 10 - 80  # down to 80 % of the bound
+    assert statements == [SPILL_BATCH, moved - SPILL_BATCH]
+    assert lanes.held == 80 and len(runtime.acked) == moved
+    assert lanes.lanes["ep_0"].spilled
+
+
+def spilled_lane(spiller: Spiller, waiting: int) -> Lane:
+    lanes: Lanes = spiller.rt.lanes
+    slow_lane(lanes, "ten_a", "ep_a", waiting)
+    lane = lanes.lanes["ep_a"]
+    lane.spilled = True
+    spiller.reshare(now=0.0)
+    return lane
+
+
+def test_a_lane_fetches_its_backlog_back_only_once_it_runs_below_half_its_keep_and_only_what_it_keeps() -> None:
+    spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
+    lane = spilled_lane(spiller, waiting=MIN_KEEP // 2)
+    assert spiller.short(lane) == 0
+
+    lanes: Lanes = spiller.rt.lanes
+    lanes.take_newest(lane, 1)
+    assert spiller.short(lane) == min(MIN_KEEP - (MIN_KEEP // 2 - 1), REFILL_BATCH)
+
+
+def test_messages_fetched_back_and_on_their_way_are_not_fetched_again() -> None:
+    spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
+    lane = spilled_lane(spiller, waiting=0)
+    fetched = [message("ten_a", "ep_a", n) for n in range(150)]
+    spiller.rt.in_db = lambda fn, endpoint_id, count: asyncio.sleep(0, fetched[:count])
+
+    spiller.refill("ep_a", lane)
+    spiller.rt.run_spawned()
+
+    assert lane.incoming == 150 and spiller.rt.published == ["primary"] * 150
+    assert not lane.spilled  # it asked for 200 and got 150: nothing more waits in the database
+    lane.spilled = True
+    spiller.refill("ep_a", lane)
+    assert spiller.rt.spawned == []
+
+
+def test_messages_fetched_back_that_never_arrive_stop_counting_after_a_grace_period() -> None:
+    spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
+    lane = spilled_lane(spiller, waiting=0)
+    lane.incoming, lane.incoming_at = 150, 10.0
+
+    spiller.reshare(now=10.0 + INCOMING_GRACE_SECONDS / 2)
+    assert lane.incoming == 150
+    spiller.reshare(now=10.0 + INCOMING_GRACE_SECONDS + 0.1)
+    assert lane.incoming == 0 and spiller.short(lane) == REFILL_BATCH
+
+
+def test_a_message_fetched_back_that_arrives_before_its_publish_is_confirmed_is_counted_off() -> None:
+    spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
+    lane = spilled_lane(spiller, waiting=0)
+    fetched = [message("ten_a", "ep_a", n) for n in range(3)]
+    spiller.rt.in_db = lambda fn, endpoint_id, count: asyncio.sleep(0, fetched[:count])
+    arrivals = iter(fetched)
+    # The broker hands the message to the consumer before the publisher's confirm comes back.
+    spiller.rt.on_publish.append(lambda: spiller.rt.lanes.add(next(arrivals), tag=1, session=1, now=1.0))
+
+    spiller.refill("ep_a", lane)
+    spiller.rt.run_spawned()
+
+    assert lane.incoming == 0 and len(lane.queue) == 3
+
+
+def test_a_spilled_lane_with_nothing_under_way_fetches_its_backlog_back_in_housekeeping() -> None:
+    spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
+    lane = spilled_lane(spiller, waiting=0)
+    fetched = [message("ten_a", "ep_a", n) for n in range(3)]
+    spiller.rt.in_db = lambda fn, endpoint_id, count: asyncio.sleep(0, fetched[:count])
+
+    spiller.refill_short_lanes()
+    spiller.rt.run_spawned()
+
+    assert spiller.rt.published == ["primary"] * 3 and lane.incoming == 3
