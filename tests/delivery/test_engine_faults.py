@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from typing import Any
@@ -23,8 +24,9 @@ def close_broker_connection(local_port: int) -> None:
     subprocess.run(["rabbitmqctl", "close_connection", pid, "test: connection cut"], capture_output=True, timeout=60, check=True)
 
 
+@pytest.mark.parametrize("which", ["connection", "publishing"])
 def test_a_worker_whose_broker_connection_is_cut_reconnects_and_every_delivery_arrives_once(
-    client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
+    which: str, client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
 ) -> None:
     with Receiver(sleep_then(0.3)) as receiver:
         register(client, auth(tenant), receiver.url)
@@ -32,11 +34,35 @@ def test_a_worker_whose_broker_connection_is_cut_reconnects_and_every_delivery_a
         engine = start_worker(settings)
         receiver.wait_for(3, timeout=10)
         session = engine.rt.session
-        close_broker_connection(session.connection._transport._sock.getsockname()[1])
+        close_broker_connection(getattr(session, which)._transport._sock.getsockname()[1])
         wait_until(lambda: engine.rt.session is not session and engine.consuming.is_set(), timeout=20)
         wait_until(lambda: Delivery.select().where(Delivery.status == "delivered").count() == 30, timeout=30)
     assert {row.attempts for row in Delivery.select()} == {1}, "calls in flight at the cut were recorded, not repeated"
     assert {r.headers["webhook-id"] for r in receiver.requests} == set(events)
+
+
+def test_a_worker_publishes_on_a_connection_of_its_own_so_flow_control_never_holds_up_its_acks(
+    settings: Any, start_worker: Any
+) -> None:
+    session = start_worker(settings).rt.session
+    assert all(channel.connection is session.connection for channel in session.consumers)
+    assert session.publisher.connection is session.publishing and session.connection is not session.publishing
+
+
+def test_a_worker_spreads_its_prefetch_over_channels_and_still_counts_as_one_worker(
+    client: Any, tenant: Any, auth: Any, make_settings: Any, start_worker: Any
+) -> None:
+    settings = make_settings(worker_prefetch=5_000)  # channels of 1,667, 1,667 and 1,666 messages
+    with Receiver(always(204)) as receiver:
+        register(client, auth(tenant), receiver.url)
+        events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(30)]
+        engine = start_worker(settings)
+        receiver.wait_for(30, timeout=20)
+        wait_until(lambda: Delivery.select().where(Delivery.status == "delivered").count() == 30, timeout=20)
+        session = engine.rt.session
+        assert [channel.is_open for channel in session.consumers] == [True] * 3, "every ack went to its own channel"
+        assert asyncio.run_coroutine_threadsafe(session.workers(settings.topology.primary), session.loop).result(10) == 1
+    assert sorted(r.headers["webhook-id"] for r in receiver.requests) == sorted(events)
 
 
 @pytest.mark.skipif(DATABASE_KIND != "postgresql", reason="kills PostgreSQL server connections")

@@ -1,9 +1,23 @@
 """The worker's broker session on the event loop: pika's ``AsyncioConnection``, awaited.
 
-One ``Session`` is one connection to the first broker node that answers (``AMQP_URL``
-may list a cluster's nodes) with two channels: one consumes the primary queue with a
-prefetch window, the other publishes in confirm mode, so a publish the broker refuses
-never closes the channel that holds the unacknowledged messages. Publishing is
+One ``Session`` is two connections to the first broker node that answers (``AMQP_URL``
+may list a cluster's nodes): one consumes the primary queue with a prefetch window, the
+other publishes in confirm mode. A publish the broker refuses never closes the channel
+that holds the unacknowledged messages, and RabbitMQ's flow control, which throttles a
+connection that publishes faster than its queues take messages by no longer reading its
+socket, never holds up the acks: on a shared connection, a worker fetching a backlog back
+from the database once stopped the broker from reading its acks, and so from handing it
+any message, for 10 to 40 s (RabbitMQ's guide advises separate connections for
+publishing and consuming for this reason).
+
+The prefetch is spread over several consuming channels of at most ``CHANNEL_PREFETCH``
+unacknowledged messages each. A channel's process on the broker finds each ack by
+walking its queue of unacknowledged messages from the oldest (rabbitmq-server#1511,
+left as is), and a worker acks out of order: a fast endpoint's messages before a slow
+one's, a spilled message long before the message in front of it. With all 30,000 of a
+worker's messages on one channel, that walk took one broker core entirely, and the broker
+handed the worker nothing for seconds at a time (``bench/RESULTS.md``). Delivery tags
+are per channel: the session numbers them ``tag * CHANNEL_SLOTS + channel``. Publishing is
 pipelined: each ``publish`` returns once the broker confirmed (or refused) that
 message, while others are under way. Every publish is ``mandatory`` through the
 default exchange, so a missing queue comes back as a refusal, not a silent drop
@@ -31,6 +45,18 @@ log = logging.getLogger(__name__)
 OnMessage = Callable[[int, pika.BasicProperties, bytes], None]
 
 
+#: Unacknowledged messages per consuming channel, at most ...
+CHANNEL_PREFETCH = 2_000
+#: ... over at most this many channels (a delivery tag carries its channel in its low bits).
+CHANNEL_SLOTS = 16
+
+
+def consumer_channels(prefetch: int) -> list[int]:
+    """The prefetch of each consuming channel: ``prefetch`` shared as evenly as can be."""
+    count = min(CHANNEL_SLOTS, max(1, -(-prefetch // CHANNEL_PREFETCH)))
+    return [prefetch // count + (1 if n < prefetch % count else 0) for n in range(count)]
+
+
 class SessionClosed(Exception):
     """The broker connection or one of its channels closed."""
 
@@ -40,17 +66,21 @@ class MissingQueue(SessionClosed):
 
 
 class Session:
-    """A connection, a consuming channel and a confirming channel."""
+    """A consuming connection and channel, and a publishing connection with a confirming channel."""
 
     def __init__(self, number: int) -> None:
         #: Sessions are numbered so a delivery tag can be matched to the channel it belongs to.
         self.number = number
         self.loop = asyncio.get_running_loop()
         self.closed: asyncio.Future[BaseException] = self.loop.create_future()
+        #: Consumes (and acks); ``publishing`` publishes.
         self.connection: AsyncioConnection | None = None
+        self.publishing: AsyncioConnection | None = None
+        #: The first consuming channel (it also asks the broker about queues), and all of them.
         self.consumer: pika.channel.Channel | None = None
+        self.consumers: list[pika.channel.Channel] = []
         self.publisher: pika.channel.Channel | None = None
-        self.consumer_tag: str | None = None
+        self.consumer_tags: list[tuple[pika.channel.Channel, str]] = []
         self._published = 0
         self._confirms: dict[int, asyncio.Future[bool]] = {}
         self._returned: set[int] = set()
@@ -58,7 +88,15 @@ class Session:
     # -- opening ------------------------------------------------------------------------------
 
     async def open(self, parameters: Sequence[pika.URLParameters], timeout: float) -> None:
-        """Connect to the first node that answers, open both channels (confirm mode on one)."""
+        """Connect to the first node that answers (twice), open both channels (confirm mode on one)."""
+        self.connection = await self._connect(parameters, timeout)
+        self.publishing = await self._connect(parameters, timeout)
+        self.consumer = await self._channel(self.connection)
+        self.publisher = await self._channel(self.publishing)
+        self.publisher.add_on_return_callback(self._on_return)
+        await self._rpc(lambda callback: self.publisher.confirm_delivery(self._on_confirm, callback=callback))
+
+    async def _connect(self, parameters: Sequence[pika.URLParameters], timeout: float) -> AsyncioConnection:
         done: asyncio.Future[Any] = self.loop.create_future()
 
         def on_done(result: Any) -> None:
@@ -73,17 +111,15 @@ class Session:
             raise SessionClosed(f"no broker answered within {timeout:.0f} s") from None
         if isinstance(result, BaseException):
             raise SessionClosed(f"cannot connect to the broker: {result}") from result
-        self.connection = result
         result.add_on_close_callback(self._on_connection_closed)
-        self.consumer = await self._channel()
-        self.publisher = await self._channel()
-        self.publisher.add_on_return_callback(self._on_return)
-        await self._rpc(lambda callback: self.publisher.confirm_delivery(self._on_confirm, callback=callback))
+        if self.closed.done():  # the other connection went away meanwhile
+            result.close()
+            raise self.closed.result()
+        return result
 
-    async def _channel(self) -> pika.channel.Channel:
+    async def _channel(self, connection: AsyncioConnection) -> pika.channel.Channel:
         opened: asyncio.Future[pika.channel.Channel] = self.loop.create_future()
-        assert self.connection is not None
-        self.connection.channel(on_open_callback=lambda channel: opened.done() or opened.set_result(channel))
+        connection.channel(on_open_callback=lambda channel: opened.done() or opened.set_result(channel))
         channel = await self._until(opened)
         channel.add_on_close_callback(self._on_channel_closed)
         return channel
@@ -107,53 +143,67 @@ class Session:
     async def check_queues(self, queues: Sequence[str]) -> None:
         """Raise MissingQueue unless every queue exists (a passive declare each, on a spare channel)."""
         for queue in queues:
-            channel = await self._channel()
+            assert self.connection is not None
+            channel = await self._channel(self.connection)
             frame = await self._rpc(lambda callback, q=queue: channel.queue_declare(q, passive=True, callback=callback))
             if frame is None:  # pragma: no cover - the broker answers or closes
                 raise MissingQueue(queue)
             channel.close()
 
-    async def consumers(self, queue: str) -> int:
-        """How many consumers ``queue`` has now (this one included)."""
+    async def workers(self, queue: str) -> int:
+        """How many workers consume ``queue`` now (this one included), taking each to consume on as many
+        channels as this one (workers share ``WORKER_PREFETCH``)."""
         assert self.consumer is not None
         frame = await self._rpc(lambda callback: self.consumer.queue_declare(queue, passive=True, callback=callback))
-        return int(frame.method.consumer_count)
+        return -(-int(frame.method.consumer_count) // max(len(self.consumers), 1))
 
     async def consume(self, queue: str, prefetch: int, on_message: OnMessage) -> None:
-        assert self.consumer is not None
-        channel = self.consumer
-        await self._rpc(lambda callback: channel.basic_qos(prefetch_count=prefetch, callback=callback))
+        """Consume ``queue`` with ``prefetch`` unacknowledged messages at most, over ``consumer_channels``."""
+        assert self.consumer is not None and self.connection is not None
+        shares = consumer_channels(prefetch)
+        self.consumers = [self.consumer] + [await self._channel(self.connection) for _ in shares[1:]]
+        for slot, (channel, share) in enumerate(zip(self.consumers, shares)):
+            await self._rpc(lambda callback, c=channel, n=share: c.basic_qos(prefetch_count=n, callback=callback))
 
-        def deliver(_channel: Any, method: pika.spec.Basic.Deliver, properties: pika.BasicProperties, body: bytes) -> None:
-            on_message(method.delivery_tag, properties, body)
+            def deliver(_channel: Any, method: pika.spec.Basic.Deliver, properties: pika.BasicProperties, body: bytes,
+                        slot: int = slot) -> None:
+                on_message(method.delivery_tag * CHANNEL_SLOTS + slot, properties, body)
 
-        consumed: asyncio.Future[Any] = self.loop.create_future()
-        self.consumer_tag = channel.basic_consume(
-            queue, deliver, callback=lambda frame: consumed.done() or consumed.set_result(frame)
-        )
-        await self._until(consumed)
+            consumed: asyncio.Future[Any] = self.loop.create_future()
+            tag = channel.basic_consume(queue, deliver, callback=lambda frame, f=consumed: f.done() or f.set_result(frame))
+            self.consumer_tags.append((channel, tag))
+            await self._until(consumed)
 
     async def cancel(self) -> None:
         """Take no more messages (those already delivered stay ours to settle)."""
-        if self.consumer is not None and self.consumer.is_open and self.consumer_tag is not None:
-            tag, self.consumer_tag = self.consumer_tag, None
-            try:
-                await self._rpc(lambda callback: self.consumer.basic_cancel(tag, callback=callback))
-            except SessionClosed:
-                pass
+        tags, self.consumer_tags = self.consumer_tags, []
+        for channel, tag in tags:
+            if channel.is_open:
+                try:
+                    await self._rpc(lambda callback, c=channel, t=tag: c.basic_cancel(t, callback=callback))
+                except SessionClosed:
+                    return
 
     @property
     def is_open(self) -> bool:
         return not self.closed.done()
 
+    def _consumer_of(self, tag: int) -> tuple[pika.channel.Channel | None, int]:
+        """The channel a session's delivery tag belongs to, and the channel's own tag."""
+        slot, channel_tag = tag % CHANNEL_SLOTS, tag // CHANNEL_SLOTS
+        channel = self.consumers[slot] if self.is_open and slot < len(self.consumers) else None
+        return (channel if channel is not None and channel.is_open else None), channel_tag
+
     def ack(self, tag: int) -> None:
-        if self.is_open and self.consumer is not None and self.consumer.is_open:
-            self.consumer.basic_ack(tag)
+        channel, channel_tag = self._consumer_of(tag)
+        if channel is not None:
+            channel.basic_ack(channel_tag)
 
     def requeue(self, tag: int) -> None:
         """Give a message back to the queue (another worker, or this one later, takes it)."""
-        if self.is_open and self.consumer is not None and self.consumer.is_open:
-            self.consumer.basic_nack(tag, requeue=True)
+        channel, channel_tag = self._consumer_of(tag)
+        if channel is not None:
+            channel.basic_nack(channel_tag, requeue=True)
 
     # -- publishing -----------------------------------------------------------------------------
 
@@ -208,7 +258,7 @@ class Session:
     def _on_channel_closed(self, channel: pika.channel.Channel, reason: BaseException) -> None:
         if isinstance(reason, pika.exceptions.ChannelClosedByBroker) and reason.reply_code == 404:
             self._close(MissingQueue(reason.reply_text))
-        elif channel is self.consumer or channel is self.publisher:
+        elif channel is self.publisher or any(channel is consumer for consumer in self.consumers) or channel is self.consumer:
             self._close(reason)
 
     def _close(self, reason: BaseException) -> None:
@@ -218,18 +268,20 @@ class Session:
             if not future.done():
                 future.set_result(False)
         self._confirms.clear()
-        if self.connection is not None and self.connection.is_open:
-            self.connection.close()
+        for connection in (self.connection, self.publishing):
+            if connection is not None and connection.is_open:
+                connection.close()
 
     async def close(self) -> None:
-        """Close the connection (unacknowledged messages go back to their queue)."""
-        if self.connection is not None and not (self.connection.is_closed or self.connection.is_closing):
-            try:
-                self.connection.close()
-            except pika.exceptions.ConnectionWrongStateError:
-                pass
-        if not self.closed.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(self.closed), 5.0)
-            except asyncio.TimeoutError:
-                self._close(SessionClosed("closed by the worker"))
+        """Close the connections (unacknowledged messages go back to their queue)."""
+        for connection in (self.publishing, self.connection):
+            if connection is not None and not (connection.is_closed or connection.is_closing):
+                try:
+                    connection.close()
+                except pika.exceptions.ConnectionWrongStateError:
+                    pass
+        deadline = self.loop.time() + 5.0
+        while self.loop.time() < deadline and not (
+                self.closed.done() and all(c is None or c.is_closed for c in (self.connection, self.publishing))):
+            await asyncio.sleep(0.01)
+        self._close(SessionClosed("closed by the worker"))

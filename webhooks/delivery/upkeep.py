@@ -108,7 +108,7 @@ class Upkeep:
         if session is None:
             return
         try:
-            workers = max(1, await session.consumers(self.rt.settings.topology.primary))
+            workers = max(1, await session.workers(self.rt.settings.topology.primary))
         except Exception:  # noqa: BLE001 - keep the current share until the broker answers
             return
         share = max(1, math.ceil(self.max_in_flight / workers))

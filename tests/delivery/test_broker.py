@@ -1,0 +1,29 @@
+"""How a worker's prefetch is spread over consuming channels (``webhooks.delivery.broker``).
+
+The broker walks a channel's unacknowledged messages from the oldest to find each ack,
+so no channel holds more than ``CHANNEL_PREFETCH`` of them. The end-to-end test (acks
+reach their own channel, the worker counts once) is in ``test_engine_faults``.
+"""
+
+from __future__ import annotations
+
+from webhooks.delivery.broker import CHANNEL_PREFETCH, CHANNEL_SLOTS, consumer_channels
+
+
+def test_the_default_prefetch_goes_over_fifteen_channels_of_two_thousand() -> None:
+    assert consumer_channels(30_000) == [2_000] * 15
+
+
+def test_a_small_prefetch_stays_on_one_channel() -> None:
+    assert consumer_channels(40) == [40]
+    assert consumer_channels(CHANNEL_PREFETCH) == [CHANNEL_PREFETCH]
+
+
+def test_a_prefetch_that_does_not_divide_evenly_is_shared_to_the_message() -> None:
+    shares = consumer_channels(5_000)
+    assert shares == [1_667, 1_667, 1_666] and sum(shares) == 5_000
+
+
+def test_the_largest_prefetch_uses_every_slot_a_delivery_tag_can_name() -> None:
+    shares = consumer_channels(65_535)
+    assert len(shares) == CHANNEL_SLOTS and sum(shares) == 65_535 and max(shares) - min(shares) <= 1
