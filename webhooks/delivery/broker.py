@@ -5,10 +5,10 @@ may list a cluster's nodes): one consumes the primary queue with a prefetch wind
 other publishes in confirm mode. A publish the broker refuses never closes the channel
 that holds the unacknowledged messages, and RabbitMQ's flow control, which throttles a
 connection that publishes faster than its queues take messages by no longer reading its
-socket, never holds up the acks: on a shared connection, a worker fetching a backlog back
-from the database once stopped the broker from reading its acks, and so from handing it
-any message, for 10 to 40 s (RabbitMQ's guide advises separate connections for
-publishing and consuming for this reason).
+socket, never holds up the acks (RabbitMQ's guide advises separate connections for
+publishing and consuming for this reason): a worker publishes bursts when it fetches a
+backlog back from the database, and with acks stuck behind them the broker would hand
+it nothing more.
 
 The prefetch is spread over several consuming channels of at most ``CHANNEL_PREFETCH``
 unacknowledged messages each. A channel's process on the broker finds each ack by
@@ -258,7 +258,7 @@ class Session:
     def _on_channel_closed(self, channel: pika.channel.Channel, reason: BaseException) -> None:
         if isinstance(reason, pika.exceptions.ChannelClosedByBroker) and reason.reply_code == 404:
             self._close(MissingQueue(reason.reply_text))
-        elif channel is self.publisher or any(channel is consumer for consumer in self.consumers) or channel is self.consumer:
+        elif channel is self.publisher or channel is self.consumer or any(channel is c for c in self.consumers):
             self._close(reason)
 
     def _close(self, reason: BaseException) -> None:
