@@ -52,7 +52,7 @@ def test_a_worker_publishes_on_a_connection_of_its_own_so_flow_control_never_hol
 def test_a_worker_spreads_its_prefetch_over_channels_and_still_counts_as_one_worker(
     client: Any, tenant: Any, auth: Any, make_settings: Any, start_worker: Any
 ) -> None:
-    settings = make_settings(worker_prefetch=5_000)  # channels of 1,667, 1,667 and 1,666 messages
+    settings = make_settings(worker_prefetch=12_000)  # three channels of 4,000 messages
     with Receiver(always(204)) as receiver:
         register(client, auth(tenant), receiver.url)
         events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(30)]
