@@ -77,8 +77,7 @@ class Session:
         #: Consumes (and acks); ``publishing`` publishes.
         self.connection: AsyncioConnection | None = None
         self.publishing: AsyncioConnection | None = None
-        #: The first consuming channel (it also asks the broker about queues), and all of them.
-        self.consumer: pika.channel.Channel | None = None
+        #: The consuming channels: one from the start (it also asks the broker about queues), the rest in ``consume``.
         self.consumers: list[pika.channel.Channel] = []
         self.publisher: pika.channel.Channel | None = None
         self.consumer_tags: list[tuple[pika.channel.Channel, str]] = []
@@ -92,7 +91,7 @@ class Session:
         """Connect to the first node that answers (twice), open both channels (confirm mode on one)."""
         self.connection = await self._connect(parameters, timeout)
         self.publishing = await self._connect(parameters, timeout)
-        self.consumer = await self._channel(self.connection)
+        self.consumers = [await self._channel(self.connection)]
         self.publisher = await self._channel(self.publishing)
         self.publisher.add_on_return_callback(self._on_return)
         await self._rpc(lambda callback: self.publisher.confirm_delivery(self._on_confirm, callback=callback))
@@ -154,13 +153,13 @@ class Session:
     async def workers(self, queue: str) -> int:
         """How many workers consume ``queue`` now (this one included), taking each to consume on as many
         channels as this one (workers share ``WORKER_PREFETCH``)."""
-        assert self.consumer is not None
-        frame = await self._rpc(lambda callback: self.consumer.queue_declare(queue, passive=True, callback=callback))
+        channel = self.consumer
+        frame = await self._rpc(lambda callback: channel.queue_declare(queue, passive=True, callback=callback))
         return -(-int(frame.method.consumer_count) // max(len(self.consumers), 1))
 
     async def consume(self, queue: str, prefetch: int, on_message: OnMessage) -> None:
         """Consume ``queue`` with ``prefetch`` unacknowledged messages at most, over ``consumer_channels``."""
-        assert self.consumer is not None and self.connection is not None
+        assert self.connection is not None
         shares = consumer_channels(prefetch)
         self.consumers = [self.consumer] + [await self._channel(self.connection) for _ in shares[1:]]
         for slot, (channel, share) in enumerate(zip(self.consumers, shares)):
@@ -184,6 +183,13 @@ class Session:
                     await self._rpc(lambda callback, c=channel, t=tag: c.basic_cancel(t, callback=callback))
                 except SessionClosed:
                     return
+
+    @property
+    def consumer(self) -> pika.channel.Channel:
+        """The first consuming channel (opened with the session)."""
+        if not self.consumers:
+            raise SessionClosed("the session is not open")
+        return self.consumers[0]
 
     @property
     def is_open(self) -> bool:
@@ -259,7 +265,7 @@ class Session:
     def _on_channel_closed(self, channel: pika.channel.Channel, reason: BaseException) -> None:
         if isinstance(reason, pika.exceptions.ChannelClosedByBroker) and reason.reply_code == 404:
             self._close(MissingQueue(reason.reply_text))
-        elif channel is self.publisher or channel is self.consumer or any(channel is c for c in self.consumers):
+        elif channel is self.publisher or any(channel is c for c in self.consumers):
             self._close(reason)
 
     def _close(self, reason: BaseException) -> None:
