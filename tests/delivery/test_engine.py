@@ -17,6 +17,7 @@ from tests.conftest import queue_messages, settings_env, wait_until
 from tests.receivers import Receiver, RecordedRequest, Response, always, pause, sleep_then
 from tests.delivery.test_delivery_e2e import register, send
 from webhooks.storage.models import Delivery
+from webhooks.storage.timeutil import utcnow
 
 
 class InFlight:
@@ -160,6 +161,25 @@ def test_a_backlog_beyond_the_prefetch_moves_to_the_database_and_every_delivery_
     arrivals = [r.headers["webhook-id"] for r in slow.requests]
     assert sorted(arrivals) == sorted(events), "each delivery arrived exactly once"
     assert not Delivery.select().where(Delivery.spilled_at.is_null(False) | (Delivery.attempts != 1)).exists()
+
+
+def test_a_worker_that_stops_gives_back_what_it_took_from_the_database_and_another_worker_delivers_it(
+    client: Any, tenant: Any, auth: Any, make_settings: Any, start_worker: Any
+) -> None:
+    settings = make_settings(worker_prefetch=40)
+    with Receiver(sleep_then(0.05)) as slow:
+        register(client, auth(tenant), slow.url)
+        events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(300)]
+        first = start_worker(settings)
+        taken_back = lambda: Delivery.select().where(Delivery.spilled_at > utcnow()).exists()  # noqa: E731
+        wait_until(taken_back, timeout=15)  # some of the backlog was taken back into its lane
+        first.stop()
+        wait_until(lambda: not any(t.name == "worker" and t.is_alive() for t in threading.enumerate()), timeout=15)
+        assert not taken_back(), "a stopped worker holds nothing"
+        start_worker(settings)
+        wait_until(delivered(300), timeout=60)
+    arrivals = [r.headers["webhook-id"] for r in slow.requests]
+    assert sorted(arrivals) == sorted(events), "each delivery arrived exactly once"
 
 
 def test_a_worker_has_at_most_half_its_prefetch_in_flight_and_every_delivery_still_arrives(

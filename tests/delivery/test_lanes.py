@@ -245,14 +245,3 @@ def test_a_settled_delivery_frees_its_place_under_the_cap_for_the_next_tenant_in
     after = lanes.next_ready(0.0)
     assert after is not None and after.message.delivery_id == "dlv_ep_a_1"
     assert lanes.under_way == 2
-
-
-def test_each_arrival_for_a_lane_counts_off_one_of_the_messages_it_fetched_back() -> None:
-    lanes = Lanes(ceiling=128)
-    lane = lanes.lane("ep_a", "ten_a")
-    lane.incoming = 2
-
-    for n in range(3):
-        lanes.add(message("ten_a", "ep_a", n), tag=n, session=1, now=7.0)
-
-    assert lane.incoming == 0 and lane.incoming_at == 7.0 and lanes.held == 3

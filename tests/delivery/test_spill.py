@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 from tests.delivery.test_lanes import message, slow_lane
-from webhooks.delivery import spill
-from webhooks.delivery.lanes import Lane, Lanes
-from webhooks.delivery.spill import INCOMING_GRACE_SECONDS, MIN_KEEP, REFILL_BATCH, SPILL_BATCH, Spiller
+from webhooks.delivery import backlog, spill
+from webhooks.delivery.lanes import Held, Lane, Lanes
+from webhooks.delivery.spill import MIN_KEEP, REFILL_BATCH, SPILL_BATCH, Spiller
 
 
 class Runtime(SimpleNamespace):
     """What ``Spiller`` uses of ``webhooks.delivery.runtime.Runtime``; spawned work is kept, not run."""
 
     def __init__(self, lanes: Lanes) -> None:
-        super().__init__(lanes=lanes, stopping=asyncio.Event(), spawned=[], acked=[], requeued=[], published=[], on_publish=[],
+        super().__init__(lanes=lanes, stopping=asyncio.Event(), spawned=[], acked=[], requeued=[], published=[],
+                         given_back=[], woken=0, session=SimpleNamespace(number=1, is_open=True),
                          settings=SimpleNamespace(topology=SimpleNamespace(primary="primary")))
 
     def spawn(self, coroutine: Awaitable[Any]) -> None:
@@ -37,13 +38,20 @@ class Runtime(SimpleNamespace):
     def requeue(self, tag: int | None, session: int) -> None:
         self.requeued.append(tag)
 
+    def give_back(self, held: Iterable[Held]) -> None:
+        self.given_back.extend(one.message.delivery_id for one in held)
+
+    def return_to_database(self, messages: list[Any]) -> None:
+        self.given_back.extend(message.delivery_id for message in messages)
+
+    def wake(self) -> None:
+        self.woken += 1
+
     async def until_db(self, batcher: Callable[[Any], Awaitable[Any]], item: Any) -> Any:
         return await batcher(item)
 
     async def publish(self, queue: str, body: bytes, headers: dict[str, Any]) -> bool:
         self.published.append(queue)
-        for hook in self.on_publish:
-            hook()
         return True
 
     @property
@@ -61,7 +69,7 @@ def backlogged_lanes(count: int, each: int) -> Lanes:
 def test_a_lane_alone_keeps_what_its_window_and_pace_need() -> None:
     lanes = backlogged_lanes(1, 10)
     spiller = Spiller(Runtime(lanes), hold=7_500)
-    spiller.reshare(now=0.0)
+    spiller.reshare()
     lane = lanes.lanes["ep_0"]
 
     assert spiller.keep(lane) == MIN_KEEP
@@ -73,7 +81,7 @@ def test_lanes_with_a_backlog_share_the_bound_so_that_lanes_at_their_keep_never_
     lanes = backlogged_lanes(100, 1)
     runtime = Runtime(lanes)
     spiller = Spiller(runtime, hold=7_500)
-    spiller.reshare(now=0.0)
+    spiller.reshare()
 
     keeps = [spiller.keep(lane) for lane in lanes]
 
@@ -89,7 +97,7 @@ def test_lanes_with_a_backlog_share_the_bound_so_that_lanes_at_their_keep_never_
 def test_to_meet_the_bound_lanes_give_up_what_they_hold_beyond_their_keep_first_then_half_of_the_rest() -> None:
     lanes = backlogged_lanes(2, 100)
     spiller = Spiller(Runtime(lanes), hold=500)  # down to 400: each of the two keeps 200
-    spiller.reshare(now=0.0)
+    spiller.reshare()
 
     assert spiller.plan(lanes.held - 400) == {}
     assert spiller.plan(lanes.held - 100) == {lanes.lanes["ep_0"]: 50, lanes.lanes["ep_1"]: 50}
@@ -101,7 +109,7 @@ def test_a_tenant_with_a_few_messages_behind_a_flood_never_has_them_spilled() ->
     slow_lane(lanes, "ten_a", "ep_flood", 100)
     slow_lane(lanes, "ten_b", "ep_b", 1, start_tag=1_000)
     spiller = Spiller(Runtime(lanes), hold=10)  # each lane keeps 8
-    spiller.reshare(now=0.0)
+    spiller.reshare()
 
     plan = spiller.plan(lanes.held - spiller.low)
 
@@ -150,7 +158,7 @@ def spilled_lane(spiller: Spiller, waiting: int) -> Lane:
     slow_lane(lanes, "ten_a", "ep_a", waiting)
     lane = lanes.lanes["ep_a"]
     lane.spilled = True
-    spiller.reshare(now=0.0)
+    spiller.reshare()
     return lane
 
 
@@ -164,55 +172,77 @@ def test_a_lane_fetches_its_backlog_back_only_once_it_runs_below_half_its_keep_a
     assert spiller.short(lane) == min(MIN_KEEP - (MIN_KEEP // 2 - 1), REFILL_BATCH)
 
 
-def test_messages_fetched_back_and_on_their_way_are_not_fetched_again() -> None:
+def fetching(spiller: Spiller, fetched: list[Any]) -> list[tuple[str, int]]:
+    """The database hands out ``fetched`` (as many as asked); the fetches made, as (endpoint, count)."""
+    asked: list[tuple[str, int]] = []
+
+    async def in_db(fn: Any, endpoint_id: str, count: int) -> Any:
+        assert fn is backlog.take_spilled
+        asked.append((endpoint_id, count))
+        return fetched[:count]
+
+    spiller.rt.in_db = in_db
+    return asked
+
+
+def test_a_backlog_taken_back_goes_straight_into_its_lane_without_a_trip_through_the_broker() -> None:
     spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
     lane = spilled_lane(spiller, waiting=0)
-    fetched = [message("ten_a", "ep_a", n) for n in range(150)]
-    spiller.rt.in_db = lambda fn, endpoint_id, count: asyncio.sleep(0, fetched[:count])
+    fetching(spiller, [message("ten_a", "ep_a", n) for n in range(150)])
 
     spiller.refill("ep_a", lane)
     spiller.rt.run_spawned()
 
-    assert lane.incoming == 150 and spiller.rt.published == ["primary"] * 150
+    assert [held.message.delivery_id for held in lane.queue] == [f"dlv_ep_a_{n}" for n in range(150)]
+    assert all(held.tag is None for held in lane.queue), "no broker message to ack"
+    assert spiller.rt.published == [] and spiller.rt.woken == 1
     assert not lane.spilled  # it asked for 200 and got 150: nothing more waits in the database
-    lane.spilled = True
-    spiller.refill("ep_a", lane)
-    assert spiller.rt.spawned == []
 
 
-def test_messages_fetched_back_that_never_arrive_stop_counting_after_a_grace_period() -> None:
+def test_a_lane_does_not_take_its_backlog_back_twice_at_once() -> None:
     spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
     lane = spilled_lane(spiller, waiting=0)
-    lane.incoming, lane.incoming_at = 150, 10.0
-
-    spiller.reshare(now=10.0 + INCOMING_GRACE_SECONDS / 2)
-    assert lane.incoming == 150
-    spiller.reshare(now=10.0 + INCOMING_GRACE_SECONDS + 0.1)
-    assert lane.incoming == 0 and spiller.short(lane) == REFILL_BATCH
-
-
-def test_a_message_fetched_back_that_arrives_before_its_publish_is_confirmed_is_counted_off() -> None:
-    spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
-    lane = spilled_lane(spiller, waiting=0)
-    fetched = [message("ten_a", "ep_a", n) for n in range(3)]
-    spiller.rt.in_db = lambda fn, endpoint_id, count: asyncio.sleep(0, fetched[:count])
-    arrivals = iter(fetched)
-    # The broker hands the message to the consumer before the publisher's confirm comes back.
-    spiller.rt.on_publish.append(lambda: spiller.rt.lanes.add(next(arrivals), tag=1, session=1, now=1.0))
+    asked = fetching(spiller, [message("ten_a", "ep_a", n) for n in range(REFILL_BATCH)])
 
     spiller.refill("ep_a", lane)
+    spiller.refill("ep_a", lane)
+    assert len(spiller.rt.spawned) == 1
     spiller.rt.run_spawned()
 
-    assert lane.incoming == 0 and len(lane.queue) == 3
+    assert asked == [("ep_a", REFILL_BATCH)] and lane.spilled, "a full batch: more may wait"
+    spiller.refill("ep_a", lane)
+    assert spiller.rt.spawned == [], "the lane is full again"
+
+
+def test_a_backlog_taken_back_while_the_worker_stops_goes_back_to_the_database() -> None:
+    spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
+    lane = spilled_lane(spiller, waiting=0)
+    fetching(spiller, [message("ten_a", "ep_a", n) for n in range(3)])
+
+    spiller.refill("ep_a", lane)
+    spiller.rt.stopping.set()  # while the fetch was under way
+    spiller.rt.run_spawned()
+
+    assert len(lane.queue) == 0 and spiller.rt.given_back == [f"dlv_ep_a_{n}" for n in range(3)]
+
+
+def test_an_orphaned_backlog_found_by_the_scan_gets_a_lane_here() -> None:
+    spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
+    fetching(spiller, [message("ten_b", "ep_b", n) for n in range(REFILL_BATCH)])
+
+    spiller.refill("ep_b", None)
+    spiller.rt.run_spawned()
+
+    lane = spiller.rt.lanes.lanes["ep_b"]
+    assert len(lane.queue) == REFILL_BATCH and lane.spilled and lane.tenant_id == "ten_b"
 
 
 def test_a_spilled_lane_with_nothing_under_way_fetches_its_backlog_back_in_housekeeping() -> None:
     spiller = Spiller(Runtime(Lanes(ceiling=128)), hold=7_500)
     lane = spilled_lane(spiller, waiting=0)
-    fetched = [message("ten_a", "ep_a", n) for n in range(3)]
-    spiller.rt.in_db = lambda fn, endpoint_id, count: asyncio.sleep(0, fetched[:count])
+    fetching(spiller, [message("ten_a", "ep_a", n) for n in range(3)])
 
     spiller.refill_short_lanes()
     spiller.rt.run_spawned()
 
-    assert spiller.rt.published == ["primary"] * 3 and lane.incoming == 3
+    assert len(lane.queue) == 3 and spiller.rt.published == []

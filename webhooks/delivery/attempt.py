@@ -51,7 +51,7 @@ class Attempts:
             claim = await self.rt.until_db(self.rt.claims, held.message)
         except Stopping:
             self._done(held, Signal.NEUTRAL, 0.0)
-            self.rt.requeue(held.tag, held.session)
+            self.rt.give_back([held])
             return
         finally:
             self.rt.lanes.claimed(held, self.rt.loop.time())
@@ -126,8 +126,8 @@ class Attempts:
         try:
             recorded = await self.rt.until_db(self.rt.records, (message, outcome))
         except Stopping:
-            log.info("stopping before the attempt was recorded; the message returns to the queue")
-            self.rt.requeue(held.tag, held.session)
+            log.info("stopping before the attempt was recorded; the message goes back to be attempted again")
+            self.rt.give_back([held])
             return
         if not recorded:
             log.info("attempt recorded elsewhere delivery=%s attempt=%d", message.delivery_id, message.attempt)

@@ -1,19 +1,21 @@
-"""An endpoint's backlog in the database: deliveries a worker moved out of memory, and fetches them back.
+"""An endpoint's backlog in the database: deliveries a worker moved out of memory, and taking them back.
 
 A worker holds a bounded number of messages in memory. Beyond that bound (or when a
 lane would keep them waiting too long: a slow or rate-limited endpoint) it marks the
 newest messages' deliveries ``spilled`` here and acks the messages, so the broker's
 queue keeps flowing for everybody else. When the endpoint's lane runs short, a worker
-takes the oldest spilled deliveries back (clearing the mark and stamping the outbox
-mark in one statement) and publishes them again; what the broker does not confirm has
-its outbox mark cleared for the relay, and a crash in between is caught by the sweep
-of lost messages (``webhooks.delivery.sweeper``). ``stuck`` finds deliveries whose message was lost (dead-lettered by the
-delivery limit, a purged queue), for the clock to republish.
+takes the oldest spilled deliveries straight back into the lane, with no trip through
+the broker: ``take_spilled`` moves their mark into the future (``TAKE_HOLD_SECONDS``),
+which hides them from every other worker until then. Their attempt clears the mark
+when it is recorded; a worker that stops first gives them back (``give_back``), and if
+it dies, the mark's time passes and another worker's scan for orphaned backlogs takes
+them. ``stuck`` finds deliveries whose message was lost (dead-lettered by the delivery
+limit, a purged queue), for the clock to republish.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Sequence
 
 from webhooks.storage import delivery_sql
@@ -42,18 +44,25 @@ def spill(messages: Sequence[DeliveryMessage]) -> list[bool]:
     return [message.delivery_id in marked for message in messages]
 
 
-@retrying
-def take_spilled(endpoint_id: str, limit: int) -> list[DeliveryMessage]:
-    """Take up to ``limit`` of the endpoint's spilled deliveries, oldest first, as messages to publish.
+#: How long deliveries taken back into a worker's memory stay hidden from other workers
+#: (seconds). A lane takes only what it sends within about ``spill.HOLD_SECONDS``; if the
+#: worker dies, its share of the backlog is taken again after this time. A delivery still
+#: waiting in a lane when its hold ends may be taken by a second worker too: its claim
+#: then lets one attempt through (``webhooks.delivery.claims``).
+TAKE_HOLD_SECONDS = 120.0
 
-    They leave the backlog marked as enqueued already: the mark is written here, before
-    the publish, so that no later statement touches the rows while workers claim them
-    (two statements updating the same rows in different orders deadlock). Those the
-    broker does not confirm go to ``unmark``.
-    """
+
+@retrying
+def take_spilled(endpoint_id: str, limit: int, hold_seconds: float | None = None) -> list[DeliveryMessage]:
+    """Take up to ``limit`` of the endpoint's spilled deliveries that no worker holds, oldest
+    first, as the messages of their next attempts; they stay hidden from other workers for
+    ``hold_seconds`` (``TAKE_HOLD_SECONDS``), until their attempt is recorded, or ``give_back``."""
+    now = utcnow()
+    hold_seconds = TAKE_HOLD_SECONDS if hold_seconds is None else hold_seconds
+    stamp = Delivery.spilled_at.db_value
     with write():
         cursor = database.execute_sql(delivery_sql.take_spilled_sql(),
-                                      [Delivery.enqueued_at.db_value(utcnow()), endpoint_id, limit])
+                                      [stamp(now + timedelta(seconds=hold_seconds)), endpoint_id, stamp(now), limit])
         ids = [delivery_id for delivery_id, in cursor.fetchall()]
         if not ids:
             return []
@@ -79,20 +88,20 @@ def _message(delivery_id: str, endpoint_id: str, tenant_id: str, attempts: int, 
 
 
 @retrying
-def unmark(messages: Sequence[DeliveryMessage]) -> None:
-    """Their publish was not confirmed: clear the outbox mark, the relay publishes them once overdue."""
-    for message in messages:
-        (
-            Delivery.update(enqueued_at=None)
-            .where((Delivery.id == message.delivery_id) & (Delivery.attempts == message.attempt - 1))
-            .execute()
-        )
+def give_back(messages: Sequence[DeliveryMessage]) -> None:
+    """Taken back and not attempted (the worker stops, or lost its broker session): any worker may take them now."""
+    if not messages:
+        return
+    now = utcnow()
+    ids = sorted({message.delivery_id for message in messages})
+    Delivery.update(spilled_at=now).where(Delivery.id.in_(ids) & (Delivery.spilled_at > now)).execute()
 
 
 @retrying
 def spilled_endpoints(limit: int = 1000) -> list[str]:
-    """Endpoints with deliveries waiting in the database (off the partial index)."""
-    query = Delivery.select(Delivery.endpoint_id).distinct().where(Delivery.spilled_at.is_null(False)).limit(limit)
+    """Endpoints with deliveries waiting in the database that no worker holds (off the partial index)."""
+    query = (Delivery.select(Delivery.endpoint_id).distinct()
+             .where(Delivery.spilled_at.is_null(False) & (Delivery.spilled_at <= utcnow())).limit(limit))
     return [endpoint_id for endpoint_id, in query.tuples()]
 
 

@@ -93,6 +93,13 @@ def _mark_each(messages: Sequence[DeliveryMessage]) -> list[None]:
     return [None] * len(messages)
 
 
+async def _finish(rt: Runtime) -> None:
+    """Wait for every task, and for the tasks they start meanwhile (giving back a backlog taken
+    from the database, a dead-letter copy)."""
+    while rt.tasks:
+        await asyncio.gather(*list(rt.tasks), return_exceptions=True)
+
+
 def _tenant_of(message: DeliveryMessage) -> str:
     return message.tenant_id
 
@@ -169,8 +176,7 @@ class Engine:
         finally:
             rt.stopping.set()
             await asyncio.gather(*chores, return_exceptions=True)
-            if rt.tasks:
-                await asyncio.gather(*list(rt.tasks), return_exceptions=True)
+            await _finish(rt)
             await self.upkeep.forget()
             await sender.close()
             executor.shutdown(wait=True)
@@ -227,21 +233,21 @@ class Engine:
         rt = self.rt
         assert rt is not None
         await session.cancel()
-        for held in rt.lanes.drain():
-            rt.requeue(held.tag, held.session)
+        rt.give_back(rt.lanes.drain())
         for (number, tag), timer in list(self._timers.items()):
             timer.cancel()
             rt.requeue(tag, number)
         self._timers.clear()
         if rt.tasks:
             log.info("finishing %d deliveries in flight", len(rt.tasks))
-            await asyncio.gather(*list(rt.tasks), return_exceptions=True)
+            await _finish(rt)
 
     def _forget_session(self, session: Session) -> None:
-        """The session is over: its messages are back in the queue (the broker requeued them)."""
+        """The session is over: its messages are back in the queue (the broker requeued them), and
+        those taken back from the database go back there."""
         rt = self.rt
         assert rt is not None
-        rt.lanes.drain()
+        rt.give_back([held for held in rt.lanes.drain() if held.tag is None])
         for key in [key for key in self._timers if key[0] == session.number]:
             self._timers.pop(key).cancel()
 

@@ -62,7 +62,7 @@ class Lane:
     """One endpoint's messages waiting in this process, and its window."""
 
     __slots__ = ("endpoint_id", "tenant_id", "queue", "window", "paused_until", "spilled", "refilling",
-                 "sending", "idle_since", "ready", "finished", "pace", "watch", "incoming", "incoming_at")
+                 "sending", "idle_since", "ready", "finished", "pace", "watch")
 
     def __init__(self, endpoint_id: str, tenant_id: str, ceiling: int) -> None:
         self.endpoint_id = endpoint_id
@@ -86,10 +86,6 @@ class Lane:
         self.pace = 0.0
         #: The timer that looks for calls outstanding far longer than the baseline (None: none set).
         self.watch: Any = None
-        #: Messages fetched back from the database and published, not seen here yet (an estimate:
-        #: every arrival for the lane counts off one), and when that last changed (loop time).
-        self.incoming = 0
-        self.incoming_at = 0.0
 
     def can_send(self, now: float) -> bool:
         return bool(self.queue) and self.window.has_room() and self.paused_until <= now
@@ -203,9 +199,6 @@ class Lanes:
         else:
             lane.queue.append(held)
         lane.idle_since = None
-        if lane.incoming:
-            lane.incoming -= 1
-            lane.incoming_at = now
         self.held += 1
         self.wake(lane, now)
         return held

@@ -12,7 +12,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
 import peewee
 
@@ -21,7 +21,8 @@ from webhooks.config import Settings
 from webhooks.delivery.batcher import Batcher, database_work
 from webhooks.delivery.broker import Session
 from webhooks.delivery.lag import LoopLag
-from webhooks.delivery.lanes import Lanes
+from webhooks.delivery import backlog
+from webhooks.delivery.lanes import Held, Lanes
 from webhooks.delivery.sender import Sender
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.delivery.records import Outcome
@@ -107,6 +108,29 @@ class Runtime:
         """The message goes back to the queue (its tag died with its session otherwise)."""
         if tag is not None and self.session is not None and session == self.session.number:
             self.session.requeue(tag)
+
+    def give_back(self, held: Iterable[Held]) -> None:
+        """Messages taken and not attempted go back where they came from: to the broker's queue, or
+        (taken back from an endpoint's backlog) to the database, for any worker to take."""
+        taken_back = []
+        for one in held:
+            if one.tag is None:
+                taken_back.append(one.message)
+            else:
+                self.requeue(one.tag, one.session)
+        if taken_back:
+            self.return_to_database(taken_back)
+
+    def return_to_database(self, messages: list[DeliveryMessage]) -> None:
+        """Deliveries taken back from their backlog and not attempted: any worker may take them again."""
+        self.spawn(self._return_to_database(messages))
+
+    async def _return_to_database(self, messages: list[DeliveryMessage]) -> None:
+        try:
+            await self.in_db(backlog.give_back, messages)
+        except Exception:  # noqa: BLE001 - the database may be down: the hold runs out instead
+            log.warning("could not give back %d deliveries taken from the database; other workers take them "
+                        "after %.0f s", len(messages), backlog.TAKE_HOLD_SECONDS, exc_info=True)
 
     async def move(self, tag: int | None, session: int, queue: str, body: bytes, headers: dict[str, Any]) -> bool:
         """Publish the message to ``queue`` and ack it; if the broker does not confirm, the

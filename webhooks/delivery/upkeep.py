@@ -78,7 +78,7 @@ class Upkeep:
         for lane in self.rt.lanes:
             lane.pace = (1 - PACE_WEIGHT) * lane.pace + PACE_WEIGHT * lane.finished / TICK_SECONDS
             lane.finished = 0
-        self.spiller.reshare(now)
+        self.spiller.reshare()
         self.spiller.spill_long_lanes()
         self.spiller.refill_short_lanes()
         self.rt.lanes.forget_idle(now, FORGET_AFTER_SECONDS)

@@ -1,10 +1,10 @@
 """The hand-built statements that write deliveries on the worker's hot path.
 
-Claiming a batch of attempts, moving the deliveries past them, marking them published
-and spilling a backlog to the database and back are each one statement for a whole batch (a ``VALUES`` list joined to the
-table) instead of one peewee query per delivery: ``bench/core.py`` measured it. The
-text is built once per shape; the callers pass the parameters in the order each
-function names.
+Claiming a batch of attempts, moving the deliveries past them, marking them published,
+spilling a backlog to the database and taking it back are each one statement for a
+whole batch (a ``VALUES`` list joined to the table) instead of one peewee query per
+delivery: ``bench/core.py`` measured it. The text is built once per shape; the callers
+pass the parameters in the order each function names.
 """
 
 from __future__ import annotations
@@ -132,14 +132,15 @@ def spill_sql(count: int) -> str:
 
 
 def take_spilled_sql() -> str:
-    """Take an endpoint's oldest spilled deliveries, stamping the outbox mark, skipping rows others lock.
+    """Take an endpoint's oldest spilled deliveries that nobody holds, holding them until a given
+    time (``spilled_at`` in the future: a worker's lanes have them), skipping rows others lock.
 
-    Parameters: now, the endpoint id, how many. Returns the ids taken.
+    Parameters: the hold's end, the endpoint id, now, how many. Returns the ids taken.
     """
     table, param = sqltext.table(Delivery), database.obj.param
     skip_locked = " FOR UPDATE SKIP LOCKED" if is_postgres() else ""
-    return (f"UPDATE {table} SET spilled_at = NULL, enqueued_at = {param} WHERE id IN ("
-            f"SELECT id FROM {table} WHERE endpoint_id = {param} AND spilled_at IS NOT NULL "
+    return (f"UPDATE {table} SET spilled_at = {param} WHERE id IN ("
+            f"SELECT id FROM {table} WHERE endpoint_id = {param} AND spilled_at IS NOT NULL AND spilled_at <= {param} "
             f"ORDER BY created_at, id LIMIT {param}{skip_locked}) RETURNING id")
 
 

@@ -159,8 +159,9 @@ class Delivery(BaseModel):
     lease_until = peewee.DateTimeField(null=True)
     #: Resends and recovers among ``attempts``: they do not move the delivery down the ladder.
     manual_attempts = peewee.IntegerField(default=0)
-    #: Set while the delivery waits in the database as part of an endpoint's backlog, with
-    #: no message in the broker; a worker fetches it back when the endpoint's lane runs short.
+    #: Set while the delivery is part of an endpoint's backlog, with no message in the broker:
+    #: from then on it waits in the database; a time in the future means a worker took it
+    #: back into memory until then (if that worker dies, another takes it after that time).
     spilled_at = peewee.DateTimeField(null=True)
     created_at = peewee.DateTimeField(default=utcnow)
     updated_at = peewee.DateTimeField(default=utcnow)
