@@ -24,9 +24,10 @@ _Row = TypeVar("_Row", bound=_HasDeliveryId)
 
 
 def in_lock_order(rows: Sequence[_Row]) -> list[_Row]:
-    """``rows`` by delivery id: every multi-row statement on deliveries takes its row locks in
-    id order (the outbox mark sorts its rows before locking them: ``mark_enqueued_sql``), so two
-    of them never wait on each other in a circle (PostgreSQL's "deadlock detected")."""
+    """``rows`` by delivery id, the order in which every multi-row statement on deliveries takes
+    its row locks (the outbox mark and the statements here sort the rows before locking them:
+    ``mark_enqueued_sql``, ``_in_id_order``), so two of them never wait on each other in a
+    circle (PostgreSQL's "deadlock detected")."""
     return sorted(rows, key=lambda row: row.delivery_id)
 
 
@@ -35,7 +36,7 @@ _LEASE = (
     "{values} UPDATE {delivery} SET {lease} = {p} FROM v "
     "WHERE {delivery}.{id} = v.id AND {delivery}.{attempts} = v.attempts "
     "AND {delivery}.{status} IN ('pending', 'retrying') "
-    "AND ({delivery}.{lease} IS NULL OR {delivery}.{lease} < {p}) "
+    "AND ({delivery}.{lease} IS NULL OR {delivery}.{lease} < {p}){lock} "
     "RETURNING {delivery}.{id}, {delivery}.{status}, {delivery}.{manual}, {delivery}.{next_at}"
 )
 
@@ -51,9 +52,23 @@ _ADVANCE = (
     "next_attempt_at = v.next_attempt_at, last_status_code = v.last_status_code, last_error = v.last_error, "
     "enqueued_at = v.enqueued_at, delivered_at = COALESCE(v.delivered_at, {delivery}.delivered_at), "
     "manual_attempts = v.manual_attempts, lease_until = NULL, spilled_at = NULL, updated_at = {p} "
-    "FROM v WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts - 1 "
+    "FROM v WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts - 1{lock} "
     "RETURNING {delivery}.id"
 )
+
+
+def _in_id_order(postgres: bool) -> str:
+    """PostgreSQL: lock the rows of ``v`` in id order before the join updates them.
+
+    An ``UPDATE … FROM v`` locks rows in whatever order its join produces them, not in the
+    order of the ``VALUES``; against the outbox mark (which locks in id order) that
+    deadlocked under a flood with two workers: PostgreSQL found it only after
+    ``deadlock_timeout`` (1 s) and the batch was retried, so a tenant's event took 1.5 s.
+    """
+    if not postgres:
+        return ""  # SQLite writes one transaction at a time
+    table = sqltext.table(Delivery)
+    return f" AND {table}.id IN (SELECT id FROM {table} WHERE id IN (SELECT id FROM v) ORDER BY id FOR UPDATE)"
 
 
 @lru_cache(maxsize=256)
@@ -61,7 +76,7 @@ def _lease_sql(postgres: bool, param: str, count: int) -> str:
     return _LEASE.format(
         values=sqltext.values_cte("v", ("id", "attempts"), ("text", "int") if postgres else None, count, param),
         delivery=sqltext.table(Delivery), p=param, id='"id"', attempts='"attempts"', status='"status"',
-        lease='"lease_until"', manual='"manual_attempts"', next_at='"next_attempt_at"',
+        lease='"lease_until"', manual='"manual_attempts"', next_at='"next_attempt_at"', lock=_in_id_order(postgres),
     )
 
 
@@ -98,7 +113,7 @@ def _advance_sql(postgres: bool, param: str, count: int) -> str:
     names = tuple(name for name, _ in ADVANCE_COLUMNS)
     casts = tuple(cast for _, cast in ADVANCE_COLUMNS) if postgres else None
     return _ADVANCE.format(values=sqltext.values_cte("v", names, casts, count, param),
-                           delivery=sqltext.table(Delivery), p=param)
+                           delivery=sqltext.table(Delivery), p=param, lock=_in_id_order(postgres))
 
 
 def advance_sql(count: int) -> str:
@@ -112,7 +127,7 @@ def advance_sql(count: int) -> str:
 _SPILL = (
     "{values} UPDATE {delivery} SET spilled_at = {p} FROM v "
     "WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts "
-    "AND {delivery}.status IN ('pending', 'retrying') RETURNING {delivery}.id"
+    "AND {delivery}.status IN ('pending', 'retrying'){lock} RETURNING {delivery}.id"
 )
 
 
@@ -120,7 +135,7 @@ _SPILL = (
 def _spill_sql(postgres: bool, param: str, count: int) -> str:
     return _SPILL.format(values=sqltext.values_cte("v", ("id", "attempts"), ("text", "int") if postgres else None,
                                                    count, param),
-                         delivery=sqltext.table(Delivery), p=param)
+                         delivery=sqltext.table(Delivery), p=param, lock=_in_id_order(postgres))
 
 
 def spill_sql(count: int) -> str:
