@@ -35,8 +35,8 @@ RSS_TARGET_MB = 400.0
 #: with more than the threshold in flight (and the engine reports the window it keeps).
 CLIMB_OVER_SHARE = 0.10
 
-#: The in-flight step counts only if the receiver really held this share of the target at its peak.
-INFLIGHT_REACHED = 0.90
+#: The in-flight step counts only if the receiver really held the whole target at its peak.
+INFLIGHT_REACHED = 1.0
 
 
 def service_settings_note(r: dict[str, Any], step: dict[str, Any] | None = None) -> str:
