@@ -191,8 +191,10 @@ def _inflight(r: dict[str, Any], add: Add) -> None:
         f"**{step['peak_in_flight']:,}** at once (target {step['target']:,}); over the plateau (≥ 90% of that peak, "
         f"{step['plateau_seconds']:.0f} s) {n(step['plateau_mean_in_flight'])} on average. Worker RSS, largest process, "
         f"every second: start {n(step['start_mib'])} MiB, peak {n(step['peak_mib'])} MiB, end {n(step['end_mib'])} MiB; "
-        f"over the plateau {n(step.get('plateau_start_mib'))} → peak {n(step.get('plateau_peak_mib'))} MiB "
-        "(flat: it never rises more than 10% or 16 MiB above its value when the plateau began).")
+        f"over the plateau {n(step.get('plateau_start_mib'))} → peak {n(step.get('plateau_peak_mib'))} MiB; "
+        f"when the in-flight count first reached its peak {n(step.get('at_peak_mib'))} MiB, and over the "
+        f"{n(step.get('after_peak_seconds'))} s after it at most {n(step.get('after_peak_growth_mib'))} MiB more "
+        "(flat: from that moment on it never rises more than 10% or 16 MiB above its value then).")
     add("")
     add(f"![in flight and worker memory over time]({step['plot']})")
     add("")

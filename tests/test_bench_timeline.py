@@ -89,5 +89,21 @@ def test_memory_that_keeps_growing_over_the_plateau_is_not_flat() -> None:
     assert plateau_memory(in_flight, rss)["flat"] is False
 
 
+def test_memory_that_follows_the_in_flight_count_up_to_its_peak_and_then_holds_is_flat() -> None:
+    # The plateau (90 % of the peak) begins at 9,000 in flight; the last thousand calls' buffers come after.
+    in_flight = [(float(t), min(10_000, 9_000 + 250 * t)) for t in range(0, 40)]
+    rss = [(float(t), 270.0 + min(30.0, 7.5 * t)) for t in range(0, 40)]
+    figures = plateau_memory(in_flight, rss)
+    assert figures["plateau_start_mib"] == 270.0 and figures["at_peak_mib"] == 300.0
+    assert figures["after_peak_growth_mib"] == 0.0 and figures["flat"] is True
+
+
+def test_memory_that_grows_after_the_in_flight_peak_is_not_flat() -> None:
+    in_flight = [(float(t), 10_000 if t < 20 else 9_500) for t in range(0, 40)]
+    rss = [(float(t), 300.0 + 2 * t) for t in range(0, 40)]
+    figures = plateau_memory(in_flight, rss)
+    assert figures["after_peak_growth_mib"] == 78.0 and figures["flat"] is False
+
+
 def test_flatness_is_not_judged_without_anything_in_flight() -> None:
     assert plateau_memory([(0.0, 0), (1.0, 0)], [(0.0, 50.0), (1.0, 51.0)])["flat"] is None
