@@ -53,18 +53,19 @@ from webhooks.messaging.topology import DEFER_MS
 log = logging.getLogger(__name__)
 
 #: Threads for the delivery path's batches: claims, records and marks, one batch of each at
-#: a time, so each always finds a thread. Other database work (moving backlogs to the
+#: a time, plus a tenant's lone claim beside a running claim batch (``Batcher``'s express),
+#: so each always finds a thread. Other database work (moving backlogs to the
 #: database and back, housekeeping) has threads of its own (``SIDE_THREADS``): with a
 #: hundred lanes fetching their backlogs back at once, it once held every thread for
 #: seconds while claims and records waited behind it, and nothing was sent meanwhile.
-BATCH_THREADS = 3
+BATCH_THREADS = 4
 SIDE_THREADS = 2
 
 #: Claims per transaction, and how many of one tenant's messages may be handed out ahead
 #: of their claim. Work waits in its lane, where tenants take turns, not in a queue for the
 #: database: a tenant's message handed out waits for at most the batch running and its own,
-#: another tenant's goes into the next batch (first: batches take tenants in turns), and the
-#: burst of calls a finished batch sets off stays short enough for the loop to turn around.
+#: another tenant's lone message is claimed at once beside it (or goes first into the next
+#: batch: batches take tenants in turns), and the burst of calls a finished batch sets off stays short enough for the loop to turn around.
 CLAIM_BATCH = 128
 CLAIMS_AHEAD = 2 * CLAIM_BATCH
 
@@ -155,7 +156,8 @@ class Engine:
             lanes=Lanes(settings.endpoint_max_in_flight, QUICK_BUDGET, CLAIMS_AHEAD, max_under_way=budget.in_flight),
             sender=sender,
             executor=executor,
-            claims=Batcher(partial(claim_many, lease_seconds=lease), batches, CLAIM_BATCH, share=_tenant_of),
+            claims=Batcher(partial(claim_many, lease_seconds=lease), batches, CLAIM_BATCH, share=_tenant_of,
+                           express=True),
             records=Batcher(partial(record_many, offline_after=settings.offline_after_failures), batches,
                             share=_tenant_of_record),
             marks=Batcher(_mark_each, batches),

@@ -69,11 +69,9 @@ class Runtime:
     requeue_pause: float = REQUEUE_PAUSE_SECONDS
     #: Attempts running now (each owns one Held until it is settled).
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    #: The loop it was built in (read on every step of every delivery: kept, not looked up).
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
     _warned_at: float = -DATABASE_WARNING_EVERY_SECONDS
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return asyncio.get_running_loop()
 
     def spawn(self, coroutine: Awaitable[Any]) -> asyncio.Task[Any]:
         """Run ``coroutine`` as a tracked task (the engine waits for these before it exits)."""
