@@ -224,6 +224,35 @@ def test_queued_events_are_published_tenant_by_tenant_so_one_event_does_not_wait
     assert second == ["dlv_ten_a_1", "dlv_ten_b_0", "dlv_ten_a_2", "dlv_ten_a_3", "dlv_ten_a_4"]
 
 
+def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_the_round_being_published(
+    app: Flask, settings: Settings
+) -> None:
+    publisher, express = GatedPublisher(), GatedPublisher()
+    enqueuer = BackgroundEnqueuer(publisher, settings.topology, spacing=0.0, express_publisher=express)  # type: ignore[arg-type]
+
+    def message(tenant: str, n: int) -> DeliveryMessage:
+        return DeliveryMessage(f"dlv_{tenant}_{n}", f"evt_{n}", "ep_1", tenant, "order.created", "t", {"n": n})
+
+    def published(batches: list[list[Outgoing]]) -> list[list[str]]:
+        return [[DeliveryMessage.decode(body, headers).delivery_id for _, body, headers in batch] for batch in batches]
+
+    enqueuer.submit([message("ten_a", 0)])  # a round of tenant a, held by the broker
+    assert publisher.entered.wait(5)
+    enqueuer.submit([message("ten_a", 1)])  # a has a round under way: it waits for the next
+    enqueuer.submit([message("ten_b", 0), message("ten_b", 1)])  # b has nothing waiting: out at once
+    assert express.entered.wait(5)
+    enqueuer.submit([message("ten_c", 0)])  # one express publish at a time: c waits for the next round
+    express.release.set()
+    wait_until(lambda: len(express.batches) == 1, timeout=5)
+
+    assert published(express.batches) == [["dlv_ten_b_0", "dlv_ten_b_1"]]
+    assert published(publisher.batches) == []  # a's round is still held
+    publisher.release.set()
+    assert enqueuer.wait_idle(10)
+    assert published(publisher.batches) == [["dlv_ten_a_0"], ["dlv_ten_a_1", "dlv_ten_c_0"]]
+    assert len(express.batches) == 1
+
+
 def test_a_mark_locks_its_deliveries_in_id_order_whatever_order_they_lie_in_the_table(
     client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings, postgres_database: str | None
 ) -> None:
