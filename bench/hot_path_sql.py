@@ -1,0 +1,117 @@
+"""PostgreSQL's CPU per attempt on the worker's hot path: the claim and the record, in-process.
+
+Usage: ``python bench/hot_path_sql.py [--deliveries 20000] [--batch 128] [--indexes-before-0013]``
+
+A fresh database migrated to the latest schema gets one tenant, one endpoint and
+``--deliveries`` pending deliveries. Then, one batch at a time as a worker does, the
+deliveries are claimed (``claims.claim_many``) and their successful attempts recorded
+(``records.record_many``). The figure is the CPU time of the PostgreSQL backend serving
+that connection, per attempt: it does not move with the other processes on the machine
+the way a rate does. ``--indexes-before-0013`` first puts back the indexes migration
+0013 dropped, to compare the two schemas on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.local import PG_ADMIN, pg_admin  # noqa: E402
+from webhooks.cli import migrate  # noqa: E402
+from webhooks.delivery.claims import ClaimState, claim_many  # noqa: E402
+from webhooks.delivery.records import Outcome, record_many  # noqa: E402
+from webhooks.messaging.messages import DeliveryMessage  # noqa: E402
+from webhooks.storage import db  # noqa: E402
+from webhooks.storage.ids import new_id  # noqa: E402
+from webhooks.storage.models import Delivery, Endpoint, Event, Tenant  # noqa: E402
+from webhooks.storage.timeutil import utcnow  # noqa: E402
+
+#: The indexes migration 0013 dropped: (table, name, columns).
+BEFORE_0013 = (
+    ("delivery", "delivery_endpoint_id_lease_until", "endpoint_id, lease_until"),
+    ("delivery", "delivery_endpoint_id", "endpoint_id"),
+    ("attempt", "attempt_delivery_id", "delivery_id"),
+    ("attempt", "attempt_endpoint_id", "endpoint_id"),
+    ("attempt", "attempt_event_id", "event_id"),
+)
+
+#: What a delivered attempt records of the request and the answer (as a fast receiver answers).
+REQUEST_HEADERS = {"webhook-id": "msg_x", "webhook-timestamp": "1795000000", "content-type": "application/json",
+                   "webhook-signature": "v1," + "A" * 44, "user-agent": "webhooks/1.0"}
+RESPONSE_HEADERS = {"content-type": "text/plain; charset=utf-8", "content-length": "2", "date": "Tue, 24 Nov 2026"}
+
+
+def _seed(count: int) -> list[DeliveryMessage]:
+    tenant = Tenant.create(id=new_id("ten"), name="hot-path")
+    endpoint = Endpoint.create(id=new_id("ep"), tenant=tenant, url="http://127.0.0.1:9/hook", secret="whsec_" + "A" * 32)
+    messages: list[DeliveryMessage] = []
+    created = utcnow()
+    for start in range(0, count, 1000):
+        events, deliveries = [], []
+        for n in range(start, min(count, start + 1000)):
+            event_id, delivery_id = new_id("evt"), new_id("dlv")
+            events.append({"id": event_id, "tenant": tenant.id, "seq": n + 1, "event_type": "order.created",
+                           "payload": {"n": n}, "created_at": created})
+            deliveries.append({"id": delivery_id, "tenant": tenant.id, "event": event_id, "endpoint": endpoint.id,
+                               "status": "pending", "created_at": created, "updated_at": created})
+            messages.append(DeliveryMessage(delivery_id, event_id, endpoint.id, tenant.id, "order.created",
+                                            created.isoformat() + "Z", {"n": n}))
+        with db.write():
+            Event.insert_many(events).execute()
+            Delivery.insert_many(deliveries).execute()
+    return messages
+
+
+def _outcome(message: DeliveryMessage) -> Outcome:
+    return Outcome(
+        attempt_id=new_id("att"), status="delivered", next_attempt_at=None,
+        attempt_fields={"started_at": utcnow(), "duration_ms": 0.8, "url": "http://127.0.0.1:9/hook",
+                        "request_headers": REQUEST_HEADERS, "response_status": 200,
+                        "response_headers": RESPONSE_HEADERS, "response_body": "ok", "error_class": None, "error": None},
+        last_status_code=200, last_error=None,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deliveries", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--indexes-before-0013", action="store_true")
+    args = parser.parse_args()
+
+    name = f"bench_hot_path_{os.getpid()}"
+    pg_admin(f'CREATE DATABASE "{name}"')
+    try:
+        db.init_database(PG_ADMIN.rsplit("/", 1)[0] + "/" + name)
+        migrate()
+        if args.indexes_before_0013:
+            for table, index, columns in BEFORE_0013:
+                db.database.execute_sql(f'CREATE INDEX "{index}" ON "{table}" ({columns})')
+        messages = _seed(args.deliveries)
+        backend = psutil.Process(db.database.execute_sql("SELECT pg_backend_pid()").fetchone()[0])
+        before, started = backend.cpu_times(), time.perf_counter()
+        for start in range(0, len(messages), args.batch):
+            batch = messages[start:start + args.batch]
+            claims = claim_many(batch, 20.0)
+            assert all(claim.state is ClaimState.CLAIMED for claim in claims), "every attempt is claimed"
+            assert all(record_many([(m, _outcome(m)) for m in batch], 5)), "every attempt is recorded"
+        elapsed, after = time.perf_counter() - started, backend.cpu_times()
+        cpu = (after.user + after.system) - (before.user + before.system)
+        attempts = db.database.execute_sql("SELECT count(*) FROM attempt").fetchone()[0]
+        schema = "indexes before 0013" if args.indexes_before_0013 else "latest schema"
+        print(f"{schema}: {attempts} attempts in batches of {args.batch}: PostgreSQL backend "
+              f"{1000 * cpu / attempts:.3f} ms CPU per attempt; {attempts / elapsed:,.0f} attempts/s in one thread")
+    finally:
+        db.database.obj.close_all()
+        pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
