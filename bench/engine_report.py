@@ -192,8 +192,9 @@ def _inflight(r: dict[str, Any], add: Add) -> None:
         f"{step['plateau_seconds']:.0f} s) {n(step['plateau_mean_in_flight'])} on average. Worker RSS, largest process, "
         f"every second: start {n(step['start_mib'])} MiB, peak {n(step['peak_mib'])} MiB, end {n(step['end_mib'])} MiB; "
         f"over the plateau {n(step.get('plateau_start_mib'))} → peak {n(step.get('plateau_peak_mib'))} MiB; "
-        f"when the in-flight count first reached its peak {n(step.get('at_peak_mib'))} MiB, and over the "
-        f"{n(step.get('after_peak_seconds'))} s after it at most {n(step.get('after_peak_growth_mib'))} MiB more "
+        f"when the in-flight count first reached its peak (or at the plateau's midpoint, if that came first) "
+        f"{n(step.get('at_peak_mib'))} MiB, and over the {n(step.get('after_peak_seconds'))} s after it at most "
+        f"{n(step.get('after_peak_growth_mib'))} MiB more "
         "(flat: from that moment on it never rises more than 10% or 16 MiB above its value then).")
     add("")
     add(f"![in flight and worker memory over time]({step['plot']})")

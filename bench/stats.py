@@ -36,10 +36,11 @@ def plateau_memory(in_flight: list[tuple[float, int]], rss: list[tuple[float, fl
     """Worker RSS while calls are in flight. The plateau runs from the first to the last moment with at least
     90% of the peak in flight.
 
-    Flat = from the moment the in-flight count first reached its peak to the end of the run, the RSS never rises
-    more than ``FLAT_SHARE`` (or ``FLAT_MIB``) above its value at that moment: the buffers of the calls in flight
-    are allocated by then, and growth after it is a leak or a queue. (The start of the plateau is no reference:
-    up to a tenth of the peak's calls have not started yet there, and their buffers are growth that is no leak.)"""
+    Flat = from the moment the in-flight count first reached its peak (or the plateau's midpoint, if that came
+    first, so that at least half the plateau is judged) to the end of the run, the RSS never rises more than
+    ``FLAT_SHARE`` (or ``FLAT_MIB``) above its value at that moment: the buffers of the calls in flight are
+    allocated by then, and growth after it is a leak or a queue. (The start of the plateau is no reference: up
+    to a tenth of the peak's calls have not started yet there, and their buffers are growth that is no leak.)"""
     peak_mib = max((mib for _, mib in rss), default=float("nan"))
     peak = max((n for _, n in in_flight), default=0)
     inside = [t for t, n in in_flight if peak and n >= 0.9 * peak]
@@ -55,9 +56,11 @@ def plateau_memory(in_flight: list[tuple[float, int]], rss: list[tuple[float, fl
     if during:
         figures.update(plateau_start_mib=during[0], plateau_peak_mib=max(during))
     reached = min(t for t, n in in_flight if n == peak)
-    after = [mib for t, mib in rss if t >= reached]
+    since = min(reached, (begin + end) / 2)
+    after = [mib for t, mib in rss if t >= since]
     if len(after) >= 2:
         growth = max(after) - after[0]
-        figures.update(peak_reached_s=reached, at_peak_mib=after[0], after_peak_seconds=rss[-1][0] - reached,
+        figures.update(peak_reached_s=reached, judged_from_s=since, at_peak_mib=after[0],
+                       after_peak_seconds=rss[-1][0] - since,
                        after_peak_growth_mib=growth, flat=growth <= max(FLAT_MIB, FLAT_SHARE * after[0]))
     return figures

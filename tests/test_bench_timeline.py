@@ -105,5 +105,14 @@ def test_memory_that_grows_after_the_in_flight_peak_is_not_flat() -> None:
     assert figures["after_peak_growth_mib"] == 78.0 and figures["flat"] is False
 
 
+def test_a_peak_late_in_the_plateau_still_has_half_the_plateau_judged() -> None:
+    # In flight holds at 10,000 from t=10 and touches 10,500 only at t=38; RSS creeps up from t=20.
+    in_flight = [(float(t), 10_500 if t == 38 else (10_000 if t >= 10 else 0)) for t in range(0, 40)]
+    rss = [(float(t), 300.0 + (3.0 * (t - 20) if t > 20 else 0.0)) for t in range(0, 40)]
+    figures = plateau_memory(in_flight, rss)
+    assert figures["judged_from_s"] == 24.5  # the plateau runs 10-39 s: its midpoint, not the peak at 38 s
+    assert figures["after_peak_growth_mib"] == 42.0 and figures["flat"] is False
+
+
 def test_flatness_is_not_judged_without_anything_in_flight() -> None:
     assert plateau_memory([(0.0, 0), (1.0, 0)], [(0.0, 50.0), (1.0, 51.0)])["flat"] is None
