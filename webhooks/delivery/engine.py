@@ -65,7 +65,8 @@ SIDE_THREADS = 2
 #: of their claim. Work waits in its lane, where tenants take turns, not in a queue for the
 #: database: a tenant's message handed out waits for at most the batch running and its own,
 #: another tenant's lone message is claimed at once beside it (or goes first into the next
-#: batch: batches take tenants in turns), and the burst of calls a finished batch sets off stays short enough for the loop to turn around.
+#: batch: batches take tenants in turns), and the burst of calls a finished batch sets off
+#: stays short enough for the loop to turn around.
 CLAIM_BATCH = 128
 CLAIMS_AHEAD = 2 * CLAIM_BATCH
 
