@@ -42,6 +42,24 @@ SESSION_PREFIX = f"test_{os.getpid()}_{secrets.token_hex(3)}"
 _declared: dict[tuple[str, tuple[int, ...]], Topology] = {}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "postgresql: a PostgreSQL behaviour (server connections, row locks, the pool, advisory locks): "
+        "it runs in the PostgreSQL pass (TEST_DATABASE=postgresql) and is left out of the SQLite one",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On SQLite, leave out the tests of PostgreSQL behaviour: ``./dev test`` and CI run them in the
+    PostgreSQL pass."""
+    if DATABASE_KIND == "postgresql":
+        return
+    kept = [item for item in items if item.get_closest_marker("postgresql") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("postgresql")])
+        items[:] = kept
+
+
 def amqp_channel() -> tuple[pika.BlockingConnection, Any]:
     connection = connect(AMQP_URL, timeout=5.0)
     return connection, connection.channel()

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg2
 import pytest
 
-from tests.conftest import DATABASE_KIND, settings_env, wait_until
+from tests.conftest import settings_env, wait_until
 from tests.receivers import Receiver, always, sleep_then
 from tests.delivery.test_delivery_e2e import register, send
 from webhooks.storage.models import Delivery
@@ -65,7 +65,7 @@ def test_a_worker_spreads_its_prefetch_over_channels_and_still_counts_as_one_wor
     assert sorted(r.headers["webhook-id"] for r in receiver.requests) == sorted(events)
 
 
-@pytest.mark.skipif(DATABASE_KIND != "postgresql", reason="kills PostgreSQL server connections")
+@pytest.mark.postgresql  # kills PostgreSQL server connections
 def test_a_worker_rides_out_its_database_connections_being_killed(client: Any, tenant: Any, auth: Any, settings: Any) -> None:
     env = {**settings_env(settings), "PGAPPNAME": "webhooks-worker-under-test"}
     with Receiver(always(204)) as receiver:

@@ -15,7 +15,6 @@ from tests.delivery.test_delivery_e2e import register, send
 from webhooks.delivery import backlog
 from webhooks.delivery.claims import ClaimState, claim_many
 from webhooks.messaging.messages import DeliveryMessage
-from webhooks.storage import db
 from webhooks.storage.models import Delivery
 
 
@@ -35,12 +34,11 @@ def message_of(delivery: Delivery) -> DeliveryMessage:
                            "", {}, attempt=delivery.attempts + 1)
 
 
+@pytest.mark.postgresql  # SQLite writes one transaction at a time
 @pytest.mark.parametrize("statement", ["claim", "spill"])
 def test_a_batch_waiting_for_a_delivery_holds_none_of_those_after_it(
     client: Any, tenant: Any, auth: Any, settings: Any, statement: str
 ) -> None:
-    if not db.is_postgres():
-        pytest.skip("PostgreSQL only: SQLite writes one transaction at a time")
     first, second = two_deliveries(client, tenant, auth)
     messages = [message_of(second), message_of(first)]
     run: Callable[[], Any] = {

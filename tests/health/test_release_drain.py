@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from tests.conftest import DATABASE_KIND, wait_until
+from tests.conftest import wait_until
 from tests.receivers import Receiver, RecordedRequest, pause
 from tests.delivery.test_delivery_e2e import register, send
 from webhooks import clock
@@ -258,7 +258,7 @@ def test_two_clocks_release_as_one(client, tenant, auth, make_settings, start_wo
     assert overlap.peak == 1
 
 
-@pytest.mark.skipif(DATABASE_KIND != "postgresql", reason="the release lock is a PostgreSQL advisory lock")
+@pytest.mark.postgresql  # the release lock is a PostgreSQL advisory lock
 def test_only_one_clock_holds_the_release_lock_and_another_takes_over_when_it_lets_go(database_url):
     holder = SessionLock(clock.RELEASE_LOCK_KEY)
     assert holder.held()
@@ -283,7 +283,7 @@ def test_only_one_clock_holds_the_release_lock_and_another_takes_over_when_it_le
     assert answers == [False, True]
 
 
-@pytest.mark.skipif(DATABASE_KIND != "postgresql", reason="the release lock is a PostgreSQL advisory lock")
+@pytest.mark.postgresql  # the release lock is a PostgreSQL advisory lock
 def test_a_clock_whose_connection_died_takes_the_release_lock_again_before_releasing(database_url):
     lock = SessionLock(clock.RELEASE_LOCK_KEY)
     assert lock.held()

@@ -127,6 +127,7 @@ def test_the_cache_is_bounded(tenant: SimpleNamespace) -> None:
     assert cache.get("key_0") is None and cache.get("key_3") is not None
 
 
-@pytest.mark.skipif("API_KEY_CACHE_SECONDS" in os.environ, reason="the TTL is set in the environment")
-def test_the_default_ttl_is_five_seconds() -> None:
-    assert auth_keys.KEY_CACHE_SECONDS == 5.0
+def test_the_ttl_is_five_seconds_unless_the_environment_sets_it() -> None:
+    assert auth_keys.key_cache_seconds({}) == 5.0
+    assert auth_keys.key_cache_seconds({"API_KEY_CACHE_SECONDS": "0"}) == 0.0  # no cache
+    assert auth_keys.KEY_CACHE_SECONDS == auth_keys.key_cache_seconds(os.environ)

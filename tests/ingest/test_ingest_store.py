@@ -260,14 +260,9 @@ def prepared_here() -> set[str]:
     return {name for (name,) in db.database.execute_sql("SELECT name FROM pg_prepared_statements").fetchall()}
 
 
-@pytest.fixture
-def postgresql_only(database_url: str) -> None:
-    if not db.is_postgres():
-        pytest.skip("prepared statements are used on PostgreSQL only")
-
-
+@pytest.mark.postgresql  # prepared statements are used on PostgreSQL only
 def test_each_connection_prepares_the_hot_statements_once(
-    postgresql_only: None, client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace
+    database_url: str, client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace
 ) -> None:
     create_endpoint(client, headers)
     row = tenant_row(tenant)
@@ -281,8 +276,9 @@ def test_each_connection_prepares_the_hot_statements_once(
     assert Delivery.select().count() == 2
 
 
+@pytest.mark.postgresql  # prepared statements are used on PostgreSQL only
 def test_statements_that_vanished_are_prepared_again_without_a_duplicate_event(
-    postgresql_only: None, client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace
+    database_url: str, client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace
 ) -> None:
     create_endpoint(client, headers)
     row = tenant_row(tenant)
@@ -296,8 +292,9 @@ def test_statements_that_vanished_are_prepared_again_without_a_duplicate_event(
     assert "ingest_start_00" in prepared_here()
 
 
+@pytest.mark.postgresql  # prepared statements are used on PostgreSQL only
 def test_prepared_statements_can_be_turned_off(
-    postgresql_only: None, client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace,
+    database_url: str, client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     create_endpoint(client, headers)

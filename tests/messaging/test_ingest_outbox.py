@@ -128,11 +128,10 @@ def test_a_failing_publisher_leaves_everything_to_the_relay(
     assert Delivery.get_by_id(response.json["deliveries"][0]["id"]).enqueued_at is None
 
 
+@pytest.mark.postgresql  # SQLite has no pool
 def test_the_enqueuer_gives_its_connection_back_when_idle(
     client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings
 ) -> None:
-    if not db.is_postgres():
-        pytest.skip("SQLite has no pool")
     create_endpoint(client, headers)
     enqueuer = use_enqueuer(app, settings, RecordingPublisher(), release_after=0.2)
     pool = db.database.obj
@@ -170,11 +169,10 @@ def test_a_mark_applies_only_to_the_attempt_it_was_published_for(
     assert not db.database.in_transaction()
 
 
+@pytest.mark.postgresql
 def test_a_mark_is_one_round_trip_on_postgresql(
     client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not db.is_postgres():
-        pytest.skip("PostgreSQL only")
     create_endpoint(client, headers)
     use_enqueuer(app, settings, RecordingPublisher(confirm=0))
     deliveries = [Delivery.get_by_id(post_event(client, headers).json["deliveries"][0]["id"]) for _ in range(3)]
@@ -253,12 +251,11 @@ def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_the_round_bei
     assert len(express.batches) == 1
 
 
+@pytest.mark.postgresql  # SQLite has one writer at a time
 def test_a_mark_locks_its_deliveries_in_id_order_whatever_order_they_lie_in_the_table(
-    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings, postgres_database: str | None
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings, postgres_database: str
 ) -> None:
     # A worker claims and records in id order; a mark that locked in any other order deadlocked with it.
-    if postgres_database is None:
-        pytest.skip("PostgreSQL only: SQLite has one writer at a time")
     create_endpoint(client, headers)
     use_enqueuer(app, settings, RecordingPublisher(confirm=0))
     first, second = (Delivery.get_by_id(post_event(client, headers).json["deliveries"][0]["id"]) for _ in range(2))

@@ -10,7 +10,6 @@ from typing import Any, Iterator
 import pytest
 
 from tests.api_helpers import create_endpoint, make_attempt, post_event
-from tests.conftest import DATABASE_KIND
 from webhooks.storage import retention
 from webhooks.api import events as events_api
 from webhooks.clock import jobs, tick
@@ -237,7 +236,7 @@ def test_a_purge_committed_while_a_page_is_read_is_reported_not_skipped(client, 
     assert feed(client, headers, 1).status_code == 410
 
 
-@pytest.mark.skipif(DATABASE_KIND != "postgresql", reason="SQLite has one writer at a time by design")
+@pytest.mark.postgresql  # SQLite has one writer at a time by design
 def test_ingestion_does_not_wait_for_a_purge_transaction_on_postgresql(client, headers, endpoint, monkeypatch):
     old = send(client, headers, count=3)
     for event in old:

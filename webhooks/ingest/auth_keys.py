@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import peewee
 
@@ -41,8 +41,13 @@ from webhooks.storage.timeutil import isoformat, utcnow
 
 log = logging.getLogger(__name__)
 
+def key_cache_seconds(environ: Mapping[str, str]) -> float:
+    """How long a verified key is trusted without asking the database (``API_KEY_CACHE_SECONDS``, 5 s)."""
+    return float(environ.get("API_KEY_CACHE_SECONDS", "5"))
+
+
 #: How long a verified key is trusted without asking the database (seconds).
-KEY_CACHE_SECONDS = float(os.environ.get("API_KEY_CACHE_SECONDS", "5"))
+KEY_CACHE_SECONDS = key_cache_seconds(os.environ)
 
 #: Keys remembered per process at most; the cache is emptied when it is full.
 KEY_CACHE_SIZE = 10_000
