@@ -54,10 +54,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     PostgreSQL pass."""
     if DATABASE_KIND == "postgresql":
         return
-    kept = [item for item in items if item.get_closest_marker("postgresql") is None]
-    if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("postgresql")])
-        items[:] = kept
+    left_out = [item for item in items if item.get_closest_marker("postgresql") is not None]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item not in left_out]
 
 
 def amqp_channel() -> tuple[pika.BlockingConnection, Any]:

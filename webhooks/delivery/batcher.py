@@ -66,9 +66,10 @@ class Batcher(Generic[T, R]):
 
     async def __call__(self, item: T) -> R:
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        if not self._express or self._share is None:
+        if not self._express:
             self._enqueue(item, future)
             return await future
+        assert self._share is not None  # checked in __init__
         key = self._share(item)
         if self._running and not self._express_running and not self._pending[key]:
             self._express_running = True
