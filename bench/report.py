@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bench import engine_report, ingest_steps
+from bench import cpu_split, engine_report, ingest_steps
 from bench.harness import BENCH
 from bench.report_common import floor_rate as _floor_rate
 from bench.report_common import heading as _heading
@@ -187,6 +187,34 @@ def _throughput(r: dict[str, Any], add: Any) -> None:
     add("")
     add(f"The service runs with its default settings ({engine_report.service_settings_note(r)}), to one endpoint; "
         "its log level is its default (INFO: one line per attempt).")
+    add("")
+    _cpu_split(r, rows, add)
+
+
+def _cpu_split(r: dict[str, Any], rows: list[tuple[str, str, str]], add: Any) -> None:
+    """Where each delivery's CPU went in the throughput steps (``bench/cpu_split.py``)."""
+    peers = r.get("peers", {})
+    labels = {"floor": "floor", "floor-classic": "floor, classic queue", "async-floor": "async floor",
+              "dramatiq": "dramatiq", "celery": "Celery"}
+    measured = [(labels.get(key, key), peers[key]["cpu"]) for key, _, _ in rows
+                if _ok(peers.get(key)) and peers[key].get("cpu")]
+    step = r.get("service", {}).get("throughput")
+    if _ok(r.get("service")) and _ok(step) and step.get("cpu"):
+        measured.append(("**this service**", step["cpu"]))
+    if not measured:
+        return
+    names = {"worker": "workers", "postgresql": "PostgreSQL", "rabbitmq": "RabbitMQ", "receiver": "receiver"}
+    add("CPU per delivery, in milliseconds, by process over the same measured window (every process on the "
+        "machine sampled every 0.25 s, `bench/cpu_split.py`). On a saturated machine a contender's rate is the "
+        "cores divided by the sum:")
+    add("")
+    add("| contender | " + " | ".join(names[role] for role in cpu_split.MAIN_ROLES) + " | the rest | all | cores busy |")
+    add("|---|" + "---|" * (len(cpu_split.MAIN_ROLES) + 3))
+    for label, cpu in measured:
+        per = cpu["ms_per_delivery"]
+        rest = sum(ms for role, ms in per.items() if role not in cpu_split.MAIN_ROLES)
+        add(f"| {label} | " + " | ".join(f"{per.get(role, 0.0):.3f}" for role in cpu_split.MAIN_ROLES)
+            + f" | {rest:.3f} | {cpu['total_ms']:.3f} | {cpu['busy_cores']:.2f} of {cpu['cores']} |")
     add("")
 
 

@@ -72,9 +72,18 @@ def peer_ratio_row(r: dict[str, Any], name: str, factor: float) -> str:
     service, peer = service_rate(r), r.get("peers", {}).get(name)
     target = f"service ≥ {factor:g} × {name}"
     if service and ok(peer):
-        return (f"| {target} | {service / peer['rate']:.2f} × ({n(service)} vs {n(peer['rate'])} deliveries/s) | "
-                f"{verdict(service >= factor * peer['rate'])} |")
+        return (f"| {target} | {service / peer['rate']:.2f} × ({n(service)} vs {n(peer['rate'])} deliveries/s"
+                f"{_cpu_ratio(r, peer)}) | {verdict(service >= factor * peer['rate'])} |")
     return f"| {target} | – | not measured |"
+
+
+def _cpu_ratio(r: dict[str, Any], peer: dict[str, Any]) -> str:
+    """``; CPU per delivery 0.585 vs 1.156 ms``: the machine's CPU, every process, per delivery of each
+    (``bench/cpu_split.py``), when both steps measured it."""
+    ours, theirs = r.get("service", {}).get("throughput", {}).get("cpu"), peer.get("cpu")
+    if not (ours and theirs):
+        return ""
+    return f"; CPU per delivery, every process: {ours['total_ms']:.3f} vs {theirs['total_ms']:.3f} ms"
 
 
 def latency_row(r: dict[str, Any], limit_ms: float) -> str:

@@ -38,6 +38,7 @@ from bench.harness import (
     log,
 )
 from bench.payload import webhook_body
+from bench.cpu_split import CpuSampler, describe, steady_split
 from bench.stack import ServiceStack, service_defaults
 from bench.stats import WARMUP, percentile, steady_rate
 
@@ -199,7 +200,7 @@ def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, 
     workers = _peer_workers(kind, queue, url, processes)
     started = time.time()
     try:
-        with RssSampler(workers, 0.5) as rss:
+        with RssSampler(workers, 0.5) as rss, CpuSampler() as cpu:
             receiver.wait_for(path, events, deadline, also=lambda: _check_alive(workers))
     finally:
         PROCS.stop_many(workers, grace=10.0)
@@ -209,8 +210,11 @@ def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, 
     concurrency = {"prefetch": ASYNC_PREFETCH} if kind == "async-floor" else {"threads": THREADS}
     result = {"contender": kind, "processes": processes, **concurrency, "messages": events,
               "arrivals": len(times), "rate": rate, "steady_seconds": span,
-              "from_start_seconds": max(times) - started, "memory": rss.summary()}
+              "from_start_seconds": max(times) - started, "memory": rss.summary(),
+              "cpu": steady_split(cpu.samples, times, os.cpu_count() or 1)}
     log(f"   {kind} ({processes} processes): {rate:,.0f} deliveries/s sustained")
+    if result["cpu"]:
+        log(f"   {describe(result['cpu'])}")
     return result
 
 
@@ -243,16 +247,21 @@ def _service_delivery(stack: ServiceStack, receiver: Receiver, plan: Plan, name:
     ingest = stack.preload(tenant, plan.events, 1, deadline)
     events = ingest["events"]
     log(f"   ingested {events} events at {ingest['rate']:,.0f}/s (server side; wrk non-2xx: {ingest['client_non_2xx']})")
-    run = stack.deliver(receiver, path, events, processes, deadline.left(), deadline, every=0.1, rss_every=0.5)
+    with CpuSampler() as cpu:
+        run = stack.deliver(receiver, path, events, processes, deadline.left(), deadline, every=0.1, rss_every=0.5)
     times = [row[0] for row in receiver.dump(path)]
     rate, span = steady_rate(times, WARMUP)
+    split = steady_split(cpu.samples, times, os.cpu_count() or 1)
+    if split:
+        log(f"   {describe(split)}")
     attempts = stack.sql.value("SELECT count(*) FROM attempt WHERE endpoint_id = %s", (endpoint,))
     delivered = stack.sql.value("SELECT count(*) FROM delivery WHERE endpoint_id = %s AND status = 'delivered'",
                                 (endpoint,))
     log(f"   service ({processes} worker processes): {rate:,.0f} deliveries/s sustained, {attempts} attempts logged")
     return {"processes": processes, "events": events, "arrivals": len(times),
             "rate": rate, "steady_seconds": span, "from_start_seconds": max(times) - run.started,
-            "attempts_logged": attempts, "delivered": delivered, "memory": run.rss.summary(), "ingest": ingest}
+            "attempts_logged": attempts, "delivered": delivered, "memory": run.rss.summary(), "ingest": ingest,
+            "cpu": split}
 
 
 def _service_latency(stack: ServiceStack, receiver: Receiver, plan: Plan, deadline: Deadline) -> dict[str, Any]:
