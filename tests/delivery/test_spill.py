@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from tests.delivery.test_lanes import message, slow_lane
 from webhooks.delivery import backlog, spill
+from webhooks.delivery.budget import Budget
 from webhooks.delivery.lanes import Held, Lane, Lanes
 from webhooks.delivery.spill import MIN_KEEP, REFILL_BATCH, SPILL_BATCH, Spiller
 
@@ -72,9 +73,46 @@ def test_a_lane_alone_keeps_what_its_window_and_pace_need() -> None:
     spiller.reshare()
     lane = lanes.lanes["ep_0"]
 
+    lane.pace = 0.0  # nothing answered in its first second
     assert spiller.keep(lane) == MIN_KEEP
     lane.pace = 100.0  # answers per second
     assert spiller.keep(lane) == 100 * spill.HOLD_SECONDS
+
+
+def test_a_lane_whose_pace_is_not_measured_yet_keeps_its_whole_share() -> None:
+    lanes = backlogged_lanes(1, 10)
+    spiller = Spiller(Runtime(lanes), hold=7_500)
+    spiller.reshare()
+
+    assert lanes.lanes["ep_0"].pace is None
+    assert spiller.keep(lanes.lanes["ep_0"]) == spiller.share == 6_000, "the bound on all lanes still holds"
+
+
+def test_waiting_messages_may_use_the_share_of_calls_in_flight_that_calls_leave_unused() -> None:
+    lanes = backlogged_lanes(1, 20_000)
+    runtime = Runtime(lanes)
+    spiller = Spiller(runtime, hold=7_500, lendable=15_000)
+
+    lanes.under_way = 128  # one fast endpoint's window
+    assert spiller.high == 7_500 + 15_000 - 128
+    spiller.check()
+    assert runtime.spawned == [], "a burst one fast endpoint drains in seconds stays in memory"
+
+    lanes.under_way = 15_000  # calls in flight take their whole share back
+    assert spiller.high == 7_500
+    spiller.check()
+    assert len(runtime.spawned) == 1
+    for coroutine in runtime.spawned:
+        coroutine.close()  # type: ignore[attr-defined]
+
+
+def test_waiting_messages_and_calls_in_flight_together_never_take_the_room_for_arrivals() -> None:
+    budget = Budget.of(30_000)
+    lanes = Lanes(ceiling=128)
+    spiller = Spiller(Runtime(lanes), budget.hold, lendable=budget.in_flight)
+    for under_way in (0, 128, 5_000, 15_000):
+        lanes.under_way = under_way
+        assert spiller.high + under_way <= budget.in_flight + budget.hold < budget.prefetch
 
 
 def test_lanes_with_a_backlog_share_the_bound_so_that_lanes_at_their_keep_never_add_up_to_a_spill() -> None:

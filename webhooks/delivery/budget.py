@@ -5,7 +5,8 @@ whether it waits in its lane or its call is in flight. The prefetch is split thr
 
 - ``in_flight``: calls handed out at once (claimed, sent, being recorded), across every
   endpoint (``IN_FLIGHT_SHARE``; never more than the sockets the process may open);
-- ``hold``: messages waiting in lanes, in memory (``HOLD_SHARE``); beyond it the newest
+- ``hold``: messages waiting in lanes, in memory (``HOLD_SHARE``), and as many more as the
+  calls in flight leave unused of their share (``spill.Spiller.high``); beyond, the newest
   messages of the longest lanes move to the database (``spill``);
 - the rest: room for messages still arriving. However busy the process, the broker can
   always hand it the next messages, so another tenant's message behind a flood reaches
@@ -13,7 +14,10 @@ whether it waits in its lane or its call is in flight. The prefetch is split thr
 
 Counting the two apart is what lets calls in flight grow to their share: were they
 counted with the waiting messages against one bound, every call in flight would push a
-waiting message out to the database and back.
+waiting message out to the database and back. Waiting messages only borrow what calls
+do not use: as calls in flight grow back into their share, the waiting messages above
+``hold`` are the ones that move (a burst for one fast endpoint, drained in seconds with
+128 calls in flight, no longer goes to the database and back).
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ class Engine:
         if self._stop_asked.is_set():
             rt.stopping.set()
         self.attempts = Attempts(rt)
-        self.spiller = Spiller(rt, budget.hold)
+        self.spiller = Spiller(rt, budget.hold, lendable=budget.in_flight)
         self.upkeep = Upkeep(rt, self.spiller, settings.endpoint_max_in_flight)
         chores = [asyncio.create_task(self.upkeep.run()), asyncio.create_task(self.spiller.scan_orphans()),
                   asyncio.create_task(rt.lag.measure(rt.stopping))]

@@ -62,7 +62,7 @@ class Lane:
     """One endpoint's messages waiting in this process, and its window."""
 
     __slots__ = ("endpoint_id", "tenant_id", "queue", "window", "paused_until", "spilled", "refilling",
-                 "sending", "idle_since", "ready", "finished", "pace", "watch")
+                 "sending", "idle_since", "ready", "finished", "pace", "pace_since", "watch")
 
     def __init__(self, endpoint_id: str, tenant_id: str, ceiling: int) -> None:
         self.endpoint_id = endpoint_id
@@ -81,9 +81,11 @@ class Lane:
         self.idle_since: float | None = None
         #: The lane is in its tenant's ring of lanes with work to hand out (quick or slow).
         self.ready = False
-        #: Messages settled since the pace was last measured, and the pace (per second, smoothed).
+        #: Messages settled since the pace was last measured, and the pace (per second, smoothed;
+        #: None until a whole second was measured, from ``pace_since``, a housekeeping round).
         self.finished = 0
-        self.pace = 0.0
+        self.pace: float | None = None
+        self.pace_since: float | None = None
         #: The timer that looks for calls outstanding far longer than the baseline (None: none set).
         self.watch: Any = None
 

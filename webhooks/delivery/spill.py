@@ -4,18 +4,20 @@ Memory is where waiting is cheapest: a message held in its lane costs nothing wh
 its endpoint is busy, and goes out the moment a window slot frees. But the broker only
 hands a worker ``WORKER_PREFETCH`` unacknowledged messages, and whatever sits behind a
 flood in the queue waits until the worker has room for more. So the messages waiting
-in lanes are bounded apart from the calls in flight (``budget.Budget.hold``): above it,
+in lanes are bounded apart from the calls in flight (``budget.Budget.hold``, and what the
+calls in flight leave unused of their own share: ``Spiller.high``): above it,
 the newest messages of the longest lanes go to the database
 (``webhooks.delivery.backlog.spill``) and are acked, and the queue keeps moving for every
 other tenant and endpoint while memory stays bounded. Calls in flight have a share of
-the prefetch of their own, so they never push waiting messages out.
+the prefetch of their own, so they never push out the messages waiting within ``hold``.
 
 Each lane keeps at most ``keep`` messages waiting: enough to feed its window until a
 fetch from the database comes back (``MIN_KEEP``, twice its window, or ``HOLD_SECONDS``
-of its own pace), but never more than its share of the bound among the lanes that have
+of its own pace, all of its share until that pace is measured), but never more than its
+share of the bound among the lanes that have
 a backlog, so that lanes at their ``keep`` never add up to a spill, and what one lane
 spills is not fetched straight back by another. A lane with a backlog in the database
-takes it back, oldest first, when it runs short, no more than it keeps, straight into
+takes it back, oldest first, when it runs short, no more than it needs (``need``), straight into
 the lane: ``backlog.take_spilled`` hides what it took from other workers for a while,
 and the attempts clear that when they are recorded. (They used to be published to the
 primary queue again: a second trip through the broker for every message of a backlog,
@@ -60,11 +62,12 @@ ORPHAN_SCAN_SECONDS = 5.0
 
 
 class Spiller:
-    def __init__(self, runtime: Runtime, hold: int) -> None:
+    def __init__(self, runtime: Runtime, hold: int, lendable: int = 0) -> None:
         self.rt = runtime
-        #: Above ``high`` messages waiting in this process's lanes (calls in flight not counted), spill down to ``low``.
-        self.high = max(hold, 1)
-        self.low = max(int(hold * SPILL_DOWN_TO), 1)
+        self.hold = max(hold, 1)
+        #: The share of the prefetch for calls in flight (``budget.Budget.in_flight``): what calls
+        #: do not use of it, waiting messages may (``high``).
+        self.lendable = lendable
         #: What each lane with a backlog may keep waiting (``low`` shared among them; ``reshare``).
         self.share = self.low
         self._spilling = False
@@ -72,9 +75,29 @@ class Spiller:
 
     # -- out to the database ------------------------------------------------------------------
 
+    @property
+    def high(self) -> int:
+        """Above this many messages waiting in this process's lanes, spill down to ``low``: the hold,
+        and whatever of the calls' share the calls under way leave unused. Waiting messages and
+        calls together never take more than their two shares, so the room for arrivals stays; but
+        a backlog that one fast endpoint drains in seconds is not sent to the database and back
+        merely because few calls are in flight at once."""
+        return self.hold + max(0, self.lendable - self.rt.lanes.under_way)
+
+    @property
+    def low(self) -> int:
+        return max(int(self.high * SPILL_DOWN_TO), 1)
+
+    def need(self, lane: Lane) -> int:
+        """How many waiting messages ``lane`` needs to feed its window until a fetch from the database
+        comes back, within its share (a pace not measured yet counts as none)."""
+        return min(max(MIN_KEEP, 2 * lane.window.size, int((lane.pace or 0.0) * HOLD_SECONDS)), self.share)
+
     def keep(self, lane: Lane) -> int:
-        """How many waiting messages ``lane`` keeps in memory: what it needs, within its share."""
-        return min(max(MIN_KEEP, 2 * lane.window.size, int(lane.pace * HOLD_SECONDS)), self.share)
+        """How many waiting messages ``lane`` keeps in memory before the rest is spilled: what it
+        needs, or all of its share until its pace is measured (``high`` bounds them all the same):
+        a new lane is not judged on the part of a second it has existed."""
+        return self.share if lane.pace is None else self.need(lane)
 
     def reshare(self) -> None:
         """Share the bound among the lanes with a backlog (in memory or in the database) again
@@ -167,10 +190,10 @@ class Spiller:
 
     def short(self, lane: Lane) -> int:
         """How many messages ``lane`` should take back now: none until what it has waiting falls below
-        half its ``keep``, then enough to make it up (at most ``REFILL_BATCH``)."""
+        half its ``need``, then enough to make it up (at most ``REFILL_BATCH``)."""
         has = len(lane.queue)
-        keep = self.keep(lane)
-        return min(keep - has, REFILL_BATCH) if has < keep // 2 else 0
+        need = self.need(lane)
+        return min(need - has, REFILL_BATCH) if has < need // 2 else 0
 
     def refill(self, endpoint_id: str, lane: Lane | None) -> None:
         """Fetch back some of the endpoint's backlog if its lane (None: it has none here) runs short."""

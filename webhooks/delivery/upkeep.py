@@ -19,6 +19,7 @@ import os
 import socket
 
 from webhooks.storage import endpoint_windows
+from webhooks.delivery.lanes import Lane
 from webhooks.delivery.runtime import Runtime
 from webhooks.delivery.spill import Spiller
 
@@ -41,6 +42,20 @@ PACE_WEIGHT = 0.3
 
 #: How often the worker logs what it holds (seconds).
 REPORT_EVERY_SECONDS = 10.0
+
+
+def measure_pace(lane: Lane, now: float) -> None:
+    """Smooth a lane's pace with the last second's. A new lane is measured from its first round
+    on, and its first whole second is taken as it is: a part of a second, or a pace smoothed
+    from nothing (a new lane draining 1,000 messages/s would count as draining 300), would make
+    it keep too little (``spill.Spiller.keep``) and send its backlog to the database and back."""
+    if lane.pace_since is None:
+        lane.pace_since = now
+    elif lane.pace is None:
+        lane.pace = lane.finished / max(now - lane.pace_since, TICK_SECONDS)
+    else:
+        lane.pace = (1 - PACE_WEIGHT) * lane.pace + PACE_WEIGHT * lane.finished / TICK_SECONDS
+    lane.finished = 0
 
 
 def worker_name() -> str:
@@ -76,8 +91,7 @@ class Upkeep:
     async def tick(self) -> None:
         now = self.rt.loop.time()
         for lane in self.rt.lanes:
-            lane.pace = (1 - PACE_WEIGHT) * lane.pace + PACE_WEIGHT * lane.finished / TICK_SECONDS
-            lane.finished = 0
+            measure_pace(lane, now)
         self.spiller.reshare()
         self.spiller.spill_long_lanes()
         self.spiller.refill_short_lanes()
