@@ -13,12 +13,12 @@ the prefetch of their own, so they never push out the messages waiting within ``
 
 Each lane keeps at most ``keep`` messages waiting: enough to feed its window until a
 fetch from the database comes back (``MIN_KEEP``, twice its window, or ``HOLD_SECONDS``
-of its own pace, all of its share until that pace is measured), but never more than its
-share of the bound among the lanes that have
-a backlog, so that lanes at their ``keep`` never add up to a spill, and what one lane
-spills is not fetched straight back by another. A lane with a backlog in the database
-takes it back, oldest first, when it runs short, no more than it needs (``need``), straight into
-the lane: ``backlog.take_spilled`` hides what it took from other workers for a while,
+of its own pace; all of its share until that pace is measured), but never more than its
+share of the bound among the lanes that have a backlog, so that lanes at their ``keep``
+never add up to a spill, and what one lane spills is not fetched straight back by
+another. A lane with a backlog in the database takes it back, oldest first, when it runs
+short, no more than it needs (``need``), straight into the lane:
+``backlog.take_spilled`` hides what it took from other workers for a while,
 and the attempts clear that when they are recorded. (They used to be published to the
 primary queue again: a second trip through the broker for every message of a backlog,
 a fifth of the worker's time with 6,000 calls in flight, and a wait behind everything
