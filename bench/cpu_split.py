@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from bench.stats import WARMUP
+from bench.stats import WARMUP, steady_window
 
 #: The roles, in the order the report lists them.
 ROLES = ("worker", "postgresql", "rabbitmq", "receiver", "web", "clock", "bench", "other")
@@ -110,8 +110,7 @@ def split(samples: Sequence[tuple[float, dict[str, float]]], start: float, end: 
 def steady_split(samples: Sequence[tuple[float, dict[str, float]]], arrivals: Sequence[float], cores: int,
                  warmup: float = WARMUP) -> dict[str, Any]:
     """``split`` over the window ``stats.steady_rate`` measures: the arrivals after the first ``warmup`` share."""
-    ordered = sorted(arrivals)
-    steady = ordered[int(len(ordered) * warmup):]
+    steady = steady_window(arrivals, warmup)
     if len(steady) < 2:
         return {}
     return split(samples, steady[0], steady[-1], len(steady) - 1, cores)

@@ -22,10 +22,15 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[rank - 1]
 
 
+def steady_window(times: Sequence[float], warmup: float = WARMUP) -> list[float]:
+    """The arrivals a rate is measured on: in order, after discarding the first ``warmup`` share."""
+    ordered = sorted(times)
+    return ordered[int(len(ordered) * warmup):]
+
+
 def steady_rate(times: Sequence[float], warmup: float = WARMUP) -> tuple[float, float]:
     """Arrivals per second after discarding the first ``warmup`` share: (rate, seconds measured)."""
-    ordered = sorted(times)
-    steady = ordered[int(len(ordered) * warmup):]
+    steady = steady_window(times, warmup)
     if len(steady) < 2 or steady[-1] <= steady[0]:
         return float("nan"), 0.0
     span = steady[-1] - steady[0]
