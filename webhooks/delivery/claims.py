@@ -6,8 +6,10 @@ a lease, so a worker killed mid-attempt does not hold the delivery for ever.
 
 Claims come in batches (the engine's group commit). The common case, a ladder attempt
 for an endpoint that is online, enabled and has no rate limit, is one guarded UPDATE
-for the whole batch; everything else (resends, parking, cancelling, rate limits,
-duplicates, stale messages) is decided row by row, as before. How many calls an
+for the whole batch, joined to the endpoints and returning what the attempt needs of
+them: on PostgreSQL a transaction of its own in one round trip. Everything else
+(resends, parking, cancelling, rate limits, duplicates, stale messages) is decided row
+by row, as before, in a transaction after it. How many calls an
 endpoint gets at once is the engine's business (its adaptive windows), not the
 database's.
 """
@@ -21,7 +23,7 @@ from typing import Any, NamedTuple, Sequence
 
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
-from webhooks.storage.db import database, durable_commit, relaxed_commit, retrying, write
+from webhooks.storage.db import RELAXED_COMMIT, database, durable_commit, is_postgres, relaxed_commit, retrying, write
 from webhooks.delivery.endpoint_view import EndpointView
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint
@@ -63,59 +65,75 @@ def claim(message: DeliveryMessage, lease_seconds: float) -> Claim:
 
 @retrying
 def claim_many(messages: Sequence[DeliveryMessage], lease_seconds: float) -> list[Claim]:
-    """Claim each message's attempt, in one transaction; a delivery in the batch twice is claimed once."""
+    """Claim each message's attempt; a delivery in the batch twice is claimed once.
+
+    On PostgreSQL the common case is one statement, a transaction of its own, sent in one
+    round trip; the rest (and everything on SQLite) is decided in one transaction.
+    """
     now = utcnow()
     lease_until = now + timedelta(seconds=lease_seconds)
     claims: list[Claim | None] = [None] * len(messages)
-    with write():
-        # Only leases are written on the common path: lost in a server crash, an attempt is
-        # merely made again. Parking and cancelling switch durability back on below.
-        relaxed_commit()
-        endpoints = {
-            endpoint.id: endpoint
-            for endpoint in sqltext.models_in(Endpoint, "id", sorted({m.endpoint_id for m in messages}))
-        }
-        plain: dict[str, int] = {}
-        for index, message in enumerate(messages):
-            endpoint = endpoints.get(message.endpoint_id)
-            if message.trigger == "ladder" and endpoint is not None and _is_plain(endpoint):
-                plain.setdefault(message.delivery_id, index)
-        for delivery_id, (status, manual, due_at) in _lease_plain(
-            [messages[index] for index in plain.values()], now, lease_until
-        ).items():
-            index = plain[delivery_id]
-            endpoint = endpoints[messages[index].endpoint_id]
-            claims[index] = Claim(ClaimState.CLAIMED, status, EndpointView.of(endpoint), 0.0, manual, due_at)
+    ladder: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if message.trigger == "ladder":
+            ladder.setdefault(message.delivery_id, index)
+
+    def lease_common() -> None:
+        for delivery_id, claim_ in _lease_common([messages[index] for index in ladder.values()], now,
+                                                 lease_until).items():
+            claims[ladder[delivery_id]] = claim_
+
+    def decide_rest() -> None:
         rest = [index for index, claim_ in enumerate(claims) if claim_ is None]
         if rest:
-            decided = _claim_each([messages[index] for index in rest], endpoints, now, lease_until,
+            decided = _claim_each([messages[index] for index in rest], now, lease_until,
                                   already={messages[i].delivery_id for i, c in enumerate(claims) if c is not None})
             for index, claim_ in zip(rest, decided):
                 claims[index] = claim_
+
+    if is_postgres() and not database.in_transaction():
+        lease_common()
+        if None in claims:
+            with write():
+                relaxed_commit()
+                decide_rest()
+    else:
+        with write():
+            # Only leases are written on the common path: lost in a server crash, an attempt is
+            # merely made again. Parking and cancelling switch durability back on below.
+            relaxed_commit()
+            lease_common()
+            decide_rest()
     return [claim_ for claim_ in claims if claim_ is not None]
 
 
-def _is_plain(endpoint: Endpoint) -> bool:
-    """An endpoint whose ladder attempts need no decision beyond the lease."""
-    return (
-        endpoint.deleted_at is None and not endpoint.disabled
-        and endpoint.health == presence.ONLINE and not endpoint.rate_limit
-    )
+def _lease_common(messages: list[DeliveryMessage], now: datetime, lease_until: datetime) -> dict[str, Claim]:
+    """Lease every message's delivery whose attempt is still the next one and not leased, if its
+    endpoint is in the common case (``delivery_sql.lease_sql``): one statement; the claims made.
 
-
-def _lease_plain(messages: list[DeliveryMessage], now: datetime, lease_until: datetime) -> dict[str, tuple[str, int, datetime | None]]:
-    """Lease every message's delivery whose attempt is still the next one and not leased:
-    one statement; ``{delivery id: (status, manual attempts, due at)}`` of those leased."""
+    Outside a transaction (PostgreSQL) the statement is a transaction of its own, with a relaxed
+    commit (a lease lost in a server crash only means the attempt is made again).
+    """
     if not messages:
         return {}
     sql = delivery_sql.lease_sql(len(messages))
     params: list[Any] = [value for m in delivery_sql.in_lock_order(messages) for value in (m.delivery_id, m.attempt - 1)]
     stamp = Delivery.lease_until.db_value
     params += [stamp(lease_until), stamp(now)]
+    if not database.in_transaction():
+        sql = f"{RELAXED_COMMIT}; {sql}"  # one round trip, one implicit transaction
+    rows = database.execute_sql(sql, params).fetchall()
+    if not rows:
+        return {}
     to_datetime = Delivery.next_attempt_at.python_value
+    if len(rows[0]) > 5:  # PostgreSQL: the endpoint's columns came back with the lease
+        until = Endpoint.previous_secret_until.python_value
+        views = {row[4]: EndpointView(row[4], row[5], row[6], row[7], until(row[8])) for row in rows}
+    else:
+        views = {e.id: EndpointView.of(e) for e in sqltext.models_in(Endpoint, "id", sorted({row[4] for row in rows}))}
     return {
-        delivery_id: (status, manual, to_datetime(due_at))
-        for delivery_id, status, manual, due_at in database.execute_sql(sql, params).fetchall()
+        delivery_id: Claim(ClaimState.CLAIMED, status, views[endpoint_id], 0.0, manual, to_datetime(due_at))
+        for delivery_id, status, manual, due_at, endpoint_id, *_ in rows
     }
 
 
@@ -132,10 +150,13 @@ class _Row(NamedTuple):
     next_attempt_at: datetime | None
 
 
-def _claim_each(
-    messages: list[DeliveryMessage], endpoints: dict[str, Endpoint], now: datetime, lease_until: datetime, already: set[str]
-) -> list[Claim]:
+def _claim_each(messages: list[DeliveryMessage], now: datetime, lease_until: datetime,
+                already: set[str]) -> list[Claim]:
     """Decide the messages the common path did not lease, one by one."""
+    endpoints = {
+        endpoint.id: endpoint
+        for endpoint in sqltext.models_in(Endpoint, "id", sorted({m.endpoint_id for m in messages}))
+    }
     limited = sorted({m.endpoint_id for m in messages if m.endpoint_id in endpoints and endpoints[m.endpoint_id].rate_limit})
     if limited:
         # Their token buckets are read and written under the row lock (in id order: no deadlock).

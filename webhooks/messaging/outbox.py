@@ -12,7 +12,7 @@ import logging
 from datetime import timedelta
 from typing import Any, Iterable, Sequence
 
-from webhooks.storage.db import database, is_postgres, relaxed_commit, retrying, rollback_quietly, write
+from webhooks.storage.db import RELAXED_COMMIT, database, is_postgres, relaxed_commit, retrying, write
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage import delivery_sql
 from webhooks.storage.models import Delivery, Event
@@ -53,7 +53,7 @@ def mark_enqueued(messages: Iterable[DeliveryMessage]) -> None:
     """Record that each message was confirmed, unless its delivery has moved on since.
 
     One statement per attempt number; on PostgreSQL outside a transaction the whole
-    mark is one round trip (``BEGIN; SET LOCAL …; UPDATE …; COMMIT``).
+    mark is one round trip and one implicit transaction (``SET LOCAL …; UPDATE …``).
     """
     now = utcnow()
     by_attempt: dict[int, list[str]] = {}
@@ -62,17 +62,12 @@ def mark_enqueued(messages: Iterable[DeliveryMessage]) -> None:
     if not by_attempt:
         return
     if is_postgres() and not database.in_transaction():
-        statements = ["BEGIN", "SET LOCAL synchronous_commit TO OFF"]  # a lost mark costs a duplicate only
+        statements = [RELAXED_COMMIT]  # a lost mark costs a duplicate only
         params: list[Any] = []
         for attempt, delivery_ids in by_attempt.items():
             statements.append(delivery_sql.mark_enqueued_sql())
             params += [now, delivery_ids, attempt - 1]
-        database.connect(reuse_if_open=True)
-        try:
-            database.execute_sql("; ".join([*statements, "COMMIT"]), params)
-        except BaseException:
-            rollback_quietly()
-            raise
+        database.execute_sql("; ".join(statements), params)  # the string is one transaction
         return
     with write():
         relaxed_commit()  # a lost mark only means the relay publishes a duplicate

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
@@ -36,19 +37,25 @@ T = TypeVar("T")
 
 
 class PooledPostgres(PooledPostgresqlDatabase):
-    """peewee's PostgreSQL pool, without a round trip for a connection that was in use a moment ago.
+    """peewee's PostgreSQL pool, with fewer round trips to the server.
 
-    peewee proves every pooled connection alive with ``SELECT 1`` when it hands it out: one
-    more statement for every request and every batch of the worker, as dear as the work itself
-    at low load. Here only a connection idle for more than ``PG_RECHECK_IDLE_SECONDS`` is
-    checked so; one back from use within that was alive a moment ago, and if the server went
-    away in that moment, the first statement fails like any statement in flight would
-    (``retrying`` reconnects; the API answers 503).
+    - peewee proves every pooled connection alive with ``SELECT 1`` when it hands it out:
+      one more statement for every request and every batch of the worker, as dear as the
+      work itself at low load. Here only a connection idle for more than
+      ``PG_RECHECK_IDLE_SECONDS`` is checked so; one back from use within that was alive a
+      moment ago, and if the server went away in that moment, the first statement fails
+      like any statement in flight would (``retrying`` reconnects; the API answers 503).
+    - ``BEGIN`` (and ``defer``-red settings such as ``relaxed_commit``) are not sent on
+      their own but in front of the transaction's first statement, in the same round trip;
+      a transaction that runs no statement sends nothing at all.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._returned: dict[int, float] = {}
+        self._pending = threading.local()
         super().__init__(*args, **kwargs)
+
+    # -- the pool ---------------------------------------------------------------------------
 
     def _is_closed(self, conn: Any) -> bool:
         returned = self._returned.pop(self.conn_key(conn), None)
@@ -66,6 +73,45 @@ class PooledPostgres(PooledPostgresqlDatabase):
     def _close_raw(self, conn: Any) -> None:
         self._returned.pop(self.conn_key(conn), None)
         super()._close_raw(conn)
+
+    # -- statements sent with the next one --------------------------------------------------
+
+    def begin(self, isolation_level: Any = None) -> None:
+        if isolation_level is not None or self._isolation_level is not None:
+            super().begin(isolation_level)
+            return
+        self.connection()  # connected now, as a BEGIN sent at once would be (connecting later resets peewee's stack)
+        self._pending.statements = ["BEGIN"]
+
+    def defer(self, statement: str) -> None:
+        """Send ``statement`` (no parameters) in front of the next one if the transaction has
+        not reached the server yet, else now."""
+        pending = getattr(self._pending, "statements", None)
+        if pending:
+            pending.append(statement)
+        else:
+            self.execute_sql(statement)
+
+    def _take_pending(self) -> list[str]:
+        pending = getattr(self._pending, "statements", None) or []
+        self._pending.statements = None
+        return pending
+
+    def _execute_cursor(self, sql: str, params: Any, **cursor_options: Any) -> Any:
+        pending = self._take_pending()
+        if pending:
+            sql = "; ".join([*pending, sql])
+        return super()._execute_cursor(sql, params, **cursor_options)
+
+    def commit(self) -> None:
+        if self._take_pending():
+            return  # the transaction never reached the server: nothing to commit
+        super().commit()
+
+    def rollback(self) -> None:
+        if self._take_pending():
+            return
+        super().rollback()
 
 
 def open_database(url: str) -> peewee.Database:
@@ -204,6 +250,10 @@ def locking(query: Any, of: Any = None) -> Any:
     return query.for_update("FOR NO KEY UPDATE", of=of) if is_postgres() else query
 
 
+#: PostgreSQL: this transaction's commit does not wait for the WAL flush.
+RELAXED_COMMIT = "SET LOCAL synchronous_commit TO OFF"
+
+
 def relaxed_commit() -> None:
     """In the current transaction, do not wait for the WAL flush at commit (PostgreSQL).
 
@@ -211,13 +261,21 @@ def relaxed_commit() -> None:
     outbox mark (the relay republishes), a claim (the attempt is made again).
     """
     if is_postgres():
-        database.execute_sql("SET LOCAL synchronous_commit TO OFF")
+        _set_local(RELAXED_COMMIT)
 
 
 def durable_commit() -> None:
     """Undo ``relaxed_commit`` for the current transaction: its commit waits for the WAL flush."""
     if is_postgres():
-        database.execute_sql("SET LOCAL synchronous_commit TO ON")
+        _set_local("SET LOCAL synchronous_commit TO ON")
+
+
+def _set_local(statement: str) -> None:
+    """A ``SET LOCAL``: with the transaction's next statement if it can wait for it."""
+    if isinstance(database.obj, PooledPostgres):
+        database.obj.defer(statement)
+    else:
+        database.execute_sql(statement)
 
 
 def release_connection() -> None:

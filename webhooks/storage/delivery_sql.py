@@ -14,7 +14,8 @@ from typing import Protocol, Sequence, TypeVar
 
 from webhooks.storage import sqltext
 from webhooks.storage.db import database, is_postgres
-from webhooks.storage.models import Delivery
+from webhooks.storage.statuses import ONLINE
+from webhooks.storage.models import Delivery, Endpoint
 
 class _HasDeliveryId(Protocol):
     delivery_id: str
@@ -31,14 +32,23 @@ def in_lock_order(rows: Sequence[_Row]) -> list[_Row]:
     return sorted(rows, key=lambda row: row.delivery_id)
 
 
-#: The lease of the common case, returning what the attempt needs to know.
+#: The lease of the common case, returning what the attempt needs to know: a ladder attempt
+#: still the next one, not leased, to an endpoint that is live, enabled, online and not rate
+#: limited (every other case is decided row by row: ``webhooks.delivery.claims``).
 _LEASE = (
-    "{values} UPDATE {delivery} SET {lease} = {p} FROM v "
-    "WHERE {delivery}.{id} = v.id AND {delivery}.{attempts} = v.attempts "
-    "AND {delivery}.{status} IN ('pending', 'retrying') "
-    "AND ({delivery}.{lease} IS NULL OR {delivery}.{lease} < {p}){lock} "
-    "RETURNING {delivery}.{id}, {delivery}.{status}, {delivery}.{manual}, {delivery}.{next_at}"
+    "{values} UPDATE {delivery} SET lease_until = {p} FROM v, {endpoint} e "
+    "WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts "
+    "AND {delivery}.status IN ('pending', 'retrying') "
+    "AND ({delivery}.lease_until IS NULL OR {delivery}.lease_until < {p}) "
+    "AND e.id = {delivery}.endpoint_id AND e.deleted_at IS NULL AND NOT e.disabled "
+    "AND e.health = '{online}' AND COALESCE(e.rate_limit, 0) = 0{lock} "
+    "RETURNING {delivery}.id, {delivery}.status, {delivery}.manual_attempts, {delivery}.next_attempt_at, "
+    "{delivery}.endpoint_id{endpoint_columns}"
 )
+
+#: What the attempt needs of its endpoint (``EndpointView``), returned by the lease on
+#: PostgreSQL; SQLite's RETURNING cannot name the joined table, so there it is read after.
+LEASE_ENDPOINT_COLUMNS = ("url", "secret", "previous_secret", "previous_secret_until")
 
 #: The columns a delivery moves to after its attempt, and their types on PostgreSQL.
 ADVANCE_COLUMNS = (
@@ -75,16 +85,19 @@ def _in_id_order(postgres: bool) -> str:
 def _lease_sql(postgres: bool, param: str, count: int) -> str:
     return _LEASE.format(
         values=sqltext.values_cte("v", ("id", "attempts"), ("text", "int") if postgres else None, count, param),
-        delivery=sqltext.table(Delivery), p=param, id='"id"', attempts='"attempts"', status='"status"',
-        lease='"lease_until"', manual='"manual_attempts"', next_at='"next_attempt_at"', lock=_in_id_order(postgres),
+        delivery=sqltext.table(Delivery), endpoint=sqltext.table(Endpoint), p=param, online=ONLINE,
+        lock=_in_id_order(postgres),
+        endpoint_columns="".join(f", e.{name}" for name in LEASE_ENDPOINT_COLUMNS) if postgres else "",
     )
 
 
 def lease_sql(count: int) -> str:
-    """Lease ``count`` deliveries whose attempt is still the next one and not leased.
+    """Lease ``count`` deliveries whose attempt is still the next one and not leased, if their
+    endpoint is in the common case (``_LEASE``).
 
     Parameters: (delivery id, attempts so far) for each, the lease's end, now. Returns
-    ``id, status, manual_attempts, next_attempt_at`` of each delivery leased.
+    ``id, status, manual_attempts, next_attempt_at, endpoint_id`` of each delivery leased,
+    and on PostgreSQL its endpoint's ``LEASE_ENDPOINT_COLUMNS``.
     """
     return _lease_sql(is_postgres(), database.obj.param, count)
 
