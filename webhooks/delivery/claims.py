@@ -6,8 +6,8 @@ a lease, so a worker killed mid-attempt does not hold the delivery for ever.
 
 Claims come in batches (the engine's group commit). The common case, a ladder attempt
 for an endpoint that is online, enabled and has no rate limit, is one guarded UPDATE
-for the whole batch, joined to the endpoints and returning what the attempt needs of
-them: on PostgreSQL a transaction of its own in one round trip. Everything else
+for the whole batch, which checks each delivery's endpoint and returns what the attempt
+needs of it: on PostgreSQL a transaction of its own in one round trip. Everything else
 (resends, parking, cancelling, rate limits, duplicates, stale messages) is decided row
 by row, as before, in a transaction after it. How many calls an
 endpoint gets at once is the engine's business (its adaptive windows), not the
@@ -112,7 +112,9 @@ def _lease_common(messages: list[DeliveryMessage], now: datetime, lease_until: d
     endpoint is in the common case (``delivery_sql.lease_sql``): one statement; the claims made.
 
     Outside a transaction (PostgreSQL) the statement is a transaction of its own, with a relaxed
-    commit (a lease lost in a server crash only means the attempt is made again).
+    commit (a lease lost in a server crash only means the attempt is made again). If the batch
+    is run again (``retrying``, after a lost connection), what this statement leased the first
+    time comes back BUSY and is claimed once the lease ends.
     """
     if not messages:
         return {}
@@ -126,7 +128,7 @@ def _lease_common(messages: list[DeliveryMessage], now: datetime, lease_until: d
     if not rows:
         return {}
     to_datetime = Delivery.next_attempt_at.python_value
-    if len(rows[0]) > 5:  # PostgreSQL: the endpoint's columns came back with the lease
+    if len(rows[0]) > 5:  # PostgreSQL: the endpoint's ``LEASE_ENDPOINT_COLUMNS`` came back with the lease
         until = Endpoint.previous_secret_until.python_value
         views = {row[4]: EndpointView(row[4], row[5], row[6], row[7], until(row[8])) for row in rows}
     else:
