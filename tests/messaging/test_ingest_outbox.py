@@ -222,6 +222,30 @@ def test_queued_events_are_published_tenant_by_tenant_so_one_event_does_not_wait
     assert second == ["dlv_ten_a_1", "dlv_ten_b_0", "dlv_ten_a_2", "dlv_ten_a_3", "dlv_ten_a_4"]
 
 
+def test_an_event_queued_behind_more_than_a_batch_of_another_tenant_s_goes_out_in_the_next_batch(
+    app: Flask, settings: Settings
+) -> None:
+    publisher = GatedPublisher()
+    enqueuer = use_enqueuer(app, settings, publisher, spacing=0.0, batch=3)
+
+    def message(tenant: str, n: int) -> DeliveryMessage:
+        return DeliveryMessage(f"dlv_{tenant}_{n}", f"evt_{n}", "ep_1", tenant, "order.created", "t", {"n": n})
+
+    enqueuer.submit([message("ten_a", 0)])  # published first, held
+    assert publisher.entered.wait(5)
+    enqueuer.submit([message("ten_a", n) for n in range(1, 9)])  # eight of a's: more than two batches
+    enqueuer.submit([message("ten_b", 0)])
+    enqueuer.submit([message("ten_b", 1)])  # b already has one waiting: it queues behind it, in order
+    publisher.release.set()
+
+    assert enqueuer.wait_idle(10)
+    batches = [[DeliveryMessage.decode(body, headers).delivery_id for _, body, headers in batch]
+               for batch in publisher.batches]
+    assert batches == [["dlv_ten_a_0"], ["dlv_ten_a_1", "dlv_ten_b_0", "dlv_ten_a_2"],
+                       ["dlv_ten_a_3", "dlv_ten_b_1", "dlv_ten_a_4"], ["dlv_ten_a_5", "dlv_ten_a_6", "dlv_ten_a_7"],
+                       ["dlv_ten_a_8"]]
+
+
 def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_the_round_being_published(
     app: Flask, settings: Settings
 ) -> None:
@@ -289,3 +313,27 @@ def _waiting_on_a_lock(connection: Any) -> int:
     cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                    "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
     return cursor.fetchone()[0]
+
+
+def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_messages_queued_for_the_next_round(
+    app: Flask, settings: Settings
+) -> None:
+    publisher, express = RecordingPublisher(), RecordingPublisher()
+    enqueuer = BackgroundEnqueuer(publisher, settings.topology, spacing=30.0, batch=2,  # type: ignore[arg-type]
+                                  express_publisher=express)  # type: ignore[arg-type]
+
+    def message(tenant: str, n: int) -> DeliveryMessage:
+        return DeliveryMessage(f"dlv_{tenant}_{n}", f"evt_{n}", "ep_1", tenant, "order.created", "t", {"n": n})
+
+    enqueuer.submit([message("ten_a", 0)])  # after a quiet spell: out at once
+    wait_until(lambda: len(publisher.batches) == 1, timeout=5)
+    enqueuer.submit([message("ten_a", 1)])  # queued until the spacing has passed
+    enqueuer.submit([message("ten_b", 0)])  # nothing of b's waits: out at once, beside a's queue
+    wait_until(lambda: len(express.batches) == 1, timeout=5)
+
+    assert [[DeliveryMessage.decode(body, headers).delivery_id for _, body, headers in batch]
+            for batch in express.batches] == [["dlv_ten_b_0"]]
+    assert len(publisher.batches) == 1  # a's second message still waits for its round
+    enqueuer.submit([message("ten_a", 2)])  # a full batch does not wait for the spacing
+    assert enqueuer.wait_idle(10)
+    assert len(publisher.batches) == 2 and len(express.batches) == 1

@@ -20,7 +20,7 @@ from webhooks.messaging.messages import DeliveryMessage
 from webhooks.messaging.outbox import enqueue
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
-from webhooks.messaging.turns import in_turns
+from webhooks.messaging.turns import TurnQueue
 from webhooks.storage.db import release_connection
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,9 @@ class BackgroundEnqueuer:
     publishes (with confirms) and marks what was confirmed. Whatever it cannot publish,
     or had not published when the process died, the relay publishes once overdue.
 
-    Each batch is published tenant by tenant in turns (``turns.in_turns``), so one tenant's
-    event is not published behind another's flood of batches.
+    Messages wait in a ``turns.TurnQueue`` (one queue per tenant) and each batch takes the
+    tenants in turns over everything waiting, so one tenant's event goes out in the next
+    batch, near its front, even when another tenant's flood has thousands queued before it.
 
     Publishes start at most once every ``spacing`` seconds: a message that comes after a
     quieter spell goes out at once, and under load what arrives within ``spacing`` of the
@@ -59,9 +60,9 @@ class BackgroundEnqueuer:
     while busy and returns it to the pool after ``release_after`` idle seconds.
 
     With an ``express_publisher`` (a second connection), a tenant's request does not wait
-    for another tenant's round either: while the thread publishes a round, the messages of a
-    tenant with nothing else waiting here go at once from a second thread, one request's at
-    a time (the way the worker's claims do). Under a flood of 200-event batches a round takes
+    for another tenant's round either: while other tenants' messages are being published or
+    wait for the next round, the messages of a tenant with nothing else waiting here go at
+    once from a second thread, one request's at a time (the way the worker's claims do). Under a flood of 200-event batches a round takes
     tens of milliseconds, and up to hundreds while the process's request threads hold the GIL.
     """
 
@@ -71,16 +72,14 @@ class BackgroundEnqueuer:
         self.spacing, self.release_after = spacing, release_after
         self.express_publisher = express_publisher
         self._last_batch_start = float("-inf")
-        self._queue: queue.SimpleQueue[DeliveryMessage] = queue.SimpleQueue()
+        self._queue: TurnQueue[DeliveryMessage] = TurnQueue(_tenant_of)
         self._express: queue.SimpleQueue[list[DeliveryMessage]] = queue.SimpleQueue()
         self._pid = 0
         self._lock = threading.Lock()
         self._done = threading.Condition(threading.Lock())
         self._unhandled = 0  # submitted, not yet published (or given up on)
-        #: Guarded by ``_done``: messages of each tenant not handled yet; is a round being published,
-        #: is an express publish under way.
+        #: Guarded by ``_done``: messages of each tenant not handled yet; is an express publish under way.
         self._pending: Counter[str] = Counter()
-        self._in_round = False
         self._express_busy = False
 
     def submit(self, messages: Sequence[DeliveryMessage]) -> None:
@@ -89,16 +88,16 @@ class BackgroundEnqueuer:
         self._ensure_thread()
         tenants = Counter(message.tenant_id for message in messages)
         with self._done:
+            # Only behind others' work (a round under way, or messages queued for the next one), and
+            # never ahead of the tenant's own messages still waiting here (they keep their order).
+            express = (self.express_publisher is not None and self._unhandled > 0 and not self._express_busy and not any(self._pending[tenant] for tenant in tenants))
             self._unhandled += len(messages)
-            express = (self.express_publisher is not None and self._in_round and not self._express_busy
-                       and not any(self._pending[tenant] for tenant in tenants))
             self._pending.update(tenants)
             self._express_busy = self._express_busy or express
         if express:
             self._express.put(list(messages))
             return
-        for message in messages:
-            self._queue.put(message)
+        self._queue.put(messages)
 
     def _handled(self, messages: Sequence[DeliveryMessage]) -> None:
         with self._done:
@@ -117,49 +116,30 @@ class BackgroundEnqueuer:
         with self._lock:
             if self._pid != os.getpid():  # a thread does not survive a fork: start ours
                 self._pid = os.getpid()
-                self._queue = queue.SimpleQueue()  # whatever the parent had queued is the parent's
+                self._queue = TurnQueue(_tenant_of)  # whatever the parent had queued is the parent's
                 self._express = queue.SimpleQueue()
                 with self._done:
-                    self._unhandled, self._pending, self._in_round, self._express_busy = 0, Counter(), False, False
+                    self._unhandled, self._pending, self._express_busy = 0, Counter(), False
                 threading.Thread(target=self._run, name="enqueuer", daemon=True).start()
                 if self.express_publisher is not None:
                     threading.Thread(target=self._run_express, name="enqueuer-express", daemon=True).start()
 
     def _next_batch(self) -> list[DeliveryMessage]:
-        """Up to ``batch`` messages: the next one, what is queued behind it and what arrives
-        before ``spacing`` has passed since the previous publish started."""
-        try:
-            messages = [self._queue.get(timeout=self.release_after)]
-        except queue.Empty:
+        """Up to ``batch`` messages, tenant by tenant (``TurnQueue``): what is queued, and what
+        arrives before ``spacing`` has passed since the previous publish started."""
+        if not self._queue.wait(self.release_after):
             release_connection()  # idle: give the pooled connection back, then sleep until work comes
-            messages = [self._queue.get()]
-        deadline = self._last_batch_start + self.spacing
-        while len(messages) < self.batch:
-            try:
-                messages.append(self._queue.get_nowait())
-                continue
-            except queue.Empty:
-                pass
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                messages.append(self._queue.get(timeout=left))
-            except queue.Empty:
-                break
-        # Tenants take turns within the batch: another tenant's event goes out before a flood's.
-        ordered, _ = in_turns(messages, _tenant_of, len(messages))
-        return ordered
+            self._queue.wait(None)
+        left = self._last_batch_start + self.spacing - time.monotonic()
+        if left > 0:
+            self._queue.wait(left, at_least=self.batch)
+        return self._queue.take(self.batch)
 
     def _run(self) -> None:
         while True:
             messages = self._next_batch()
             self._last_batch_start = time.monotonic()
-            with self._done:
-                self._in_round = True
             self._publish(self.publisher, messages)
-            with self._done:
-                self._in_round = False
             self._handled(messages)
 
     def _run_express(self) -> None:
