@@ -19,7 +19,7 @@ from tests import concurrency
 from tests.api_helpers import create_endpoint, post_event
 from webhooks.ingest import accept as ingest
 from webhooks.ingest import plan
-from webhooks.storage import db
+from webhooks.storage import db, ingest_sql
 from webhooks.api.events import accepted_body
 from webhooks.storage.db import write
 from webhooks.storage.models import Delivery, Event, IdempotencyKey, Tenant
@@ -155,14 +155,20 @@ def test_deliveries_follow_subscriptions_and_parking(client: FlaskClient, header
 @pytest.mark.parametrize("inside_a_transaction", [False, True])
 def test_a_failing_statement_leaves_nothing_half_written(
     client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace, monkeypatch: pytest.MonkeyPatch,
-    inside_a_transaction: bool,
+    inside_a_transaction: bool, request: pytest.FixtureRequest,
 ) -> None:
     create_endpoint(client, headers)
     row = tenant_row(tenant)
     real = plan.insert_deliveries_sql
+    request.addfinalizer(ingest_sql.postgres_write_sql.cache_clear)  # no broken text left cached
+
+    def broken(dialect: object, count: int) -> str:
+        return real(dialect, count).replace('"delivery"', '"no_such_table"')
+
     monkeypatch.setattr(ingest, "prepared", PreparedStatements(enabled=False))  # run the broken text itself
-    monkeypatch.setattr(plan, "insert_deliveries_sql",
-                        lambda dialect, count: real(dialect, count).replace('"delivery"', '"no_such_table"'))
+    monkeypatch.setattr(plan, "insert_deliveries_sql", broken)  # SQLite's statements, and PostgreSQL's ...
+    monkeypatch.setattr(ingest_sql, "insert_deliveries_sql", broken)  # ... single statement
+    ingest_sql.postgres_write_sql.cache_clear()
 
     with pytest.raises(peewee.DatabaseError):
         if inside_a_transaction:
@@ -176,6 +182,7 @@ def test_a_failing_statement_leaves_nothing_half_written(
     assert (Event.select().count(), IdempotencyKey.select().count(), Delivery.select().count()) == (0, 0, 0)
     assert (after.event_seq, after.ingest_tokens) == (0, None)
     monkeypatch.undo()
+    ingest_sql.postgres_write_sql.cache_clear()
     assert ingest.store_event(row, "order.created", PAYLOAD, "key-1").event.seq == 1
 
 
@@ -270,7 +277,7 @@ def test_each_connection_prepares_the_hot_statements_once(
     first = ingest.store_event(row, "order.created", PAYLOAD, None, rate_limit=100.0)
     second = ingest.store_event(row, "order.created", PAYLOAD, "k1", rate_limit=100.0)
 
-    expected = {"ingest_start_10", "ingest_start_11", "ingest_events_1", "ingest_keys_1", "ingest_deliveries_1"}
+    expected = {"ingest_read_0", "ingest_read_1", "ingest_write_10_1", "ingest_write_11_1"}
     assert expected <= prepared_here()
     assert (first.event.seq, second.event.seq) == (1, 2)
     assert Delivery.select().count() == 2
@@ -289,7 +296,7 @@ def test_statements_that_vanished_are_prepared_again_without_a_duplicate_event(
     assert ingest.store_event(row, "order.created", PAYLOAD, None).event.seq == 3
 
     assert sorted(e.seq for e in Event.select()) == [1, 2, 3]
-    assert "ingest_start_00" in prepared_here()
+    assert {"ingest_read_0", "ingest_write_00_1"} <= prepared_here()
 
 
 @pytest.mark.postgresql  # prepared statements are used on PostgreSQL only

@@ -10,20 +10,24 @@ bucket on the tenant row, refilled in SQL from the time since its last use), so 
 and spending are one atomic step under that lock; a refusal rolls everything back and
 nothing is written.
 
-This is the hot path of ingestion, so on PostgreSQL the transaction is two round trips
-with precomputed SQL (no ORM query building):
+This is the hot path of ingestion, so on PostgreSQL it is two round trips with
+precomputed SQL (no ORM query building), each a transaction of its own:
 
-1. ``BEGIN; WITH bumped AS (UPDATE tenant … RETURNING …) SELECT … FROM bumped LEFT JOIN
-   endpoint …``: the last seq, the bucket's remaining tokens, whether any idempotency key
-   is on file, and the tenant's live endpoints, all at once;
-2. ``INSERT event …; INSERT idempotency_key …; INSERT delivery …; COMMIT`` (multi-row).
+1. ``SELECT …``: whether any idempotency key is on file, and the tenant's live
+   endpoints (``ingest_sql.postgres_read_sql``); nothing is locked;
+2. ``WITH bumped AS (UPDATE tenant … RETURNING …), … INSERT event …, INSERT
+   idempotency_key …, INSERT delivery … SELECT …``: one statement
+   (``ingest_sql.postgres_write_sql``), so the tenant row is locked only while the
+   server runs it and commits, never while this process plans or waits for the network.
 
-Each connection prepares these statements once (server-side ``PREPARE``, outside any
-transaction), so PostgreSQL does not plan them again for every event. When a key is on
-file the transaction is rolled back, the keys are looked up, and the items still new are
-stored afresh: replays cost more round trips, first sends do not.
+Each connection prepares the read, and the write of a single event, once (server-side
+``PREPARE``), so PostgreSQL does not plan them again for every event. When a key is on
+file, the keys are looked up and the items still new are stored afresh; when the bump
+gives no seq (the tenant's tokens ran out, or the tenant is gone), nothing was written
+and the statements below say why: replays and refusals cost more round trips, first
+sends do not.
 
-The 202 is only sent once that ``COMMIT`` has returned (``synchronous_commit`` is left on).
+The 202 is only sent once that commit has returned (``synchronous_commit`` is left on).
 On SQLite, or when the caller already has a transaction open (operational events), the
 same statements run one at a time inside ``write()``.
 """
@@ -44,10 +48,18 @@ from webhooks.ingest.plan import Accepted, NewEvent, plan_rows, routes_of
 from webhooks.messaging.outbox import enqueue, message_for
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
-from webhooks.storage.db import database, is_postgres, retrying, rollback_quietly, write
-from webhooks.storage.ingest_sql import POSTGRES, SQLITE, bump_params, bump_sql, endpoints_sql, postgres_start_sql
+from webhooks.storage.db import database, is_postgres, retrying, write
+from webhooks.storage.ingest_sql import (
+    POSTGRES,
+    SQLITE,
+    bump_params,
+    bump_sql,
+    delete_keys_sql,
+    endpoints_sql,
+    postgres_read_sql,
+)
 from webhooks.storage.models import Delivery, Event, Tenant
-from webhooks.storage.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode
+from webhooks.storage.pg_prepared import INVALID_STATEMENT_NAME, NOT_NULL_VIOLATION, PreparedStatements, pgcode
 from webhooks.storage.timeutil import utcnow
 
 log = logging.getLogger(__name__)
@@ -99,49 +111,45 @@ class _StatementMissing(Exception):
 
 
 class _KeySeen(Exception):
-    """PostgreSQL fast path: an idempotency key is on file; rolled back, go look them up."""
+    """PostgreSQL fast path: an idempotency key is on file; go look them up."""
+
+
+class _NotBumped(Exception):
+    """PostgreSQL fast path: the tenant row gave no seq (gone, or no tokens left); nothing written."""
 
 
 def _store_postgres(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], expired: list[str],
                     exclude_endpoint: str | None, rate_limit: float | None) -> list[Accepted]:
-    """Two round trips, explicit ``BEGIN``/``COMMIT`` (peewee is told to keep out of it)."""
+    """Two round trips, each a transaction of its own (peewee's connection is in autocommit)."""
     now = utcnow()
     keys = [item.key for item in items if item.key is not None and item.key not in expired]
-    params = bump_params(POSTGRES, tenant_id, rate_limit, now, len(items))
-    if keys:
-        params += [tenant_id, keys]
-    params.append(tenant_id)
-    database.connect(reuse_if_open=True)  # before manual_commit(): connecting resets peewee's transaction stack
-    start_name = f"ingest_start_{int(rate_limit is not None)}{int(bool(keys))}"
-    start = postgres_start_sql(rate_limit is not None, bool(keys))
-    prepared.prepare(start_name, start)  # once per connection, before BEGIN
-    with database.manual_commit():
-        committed = False
-        try:
-            try:
-                rows = database.execute_sql("BEGIN; " + prepared.sql_for(start_name, start), params).fetchall()
-                if rows and rows[0][2]:  # before the bucket: replayed items spend no token
-                    raise _KeySeen()
-                last = _last_seq(rows[0] if rows else None, rate_limit)
-                routes = routes_of(row[3:] for row in rows if row[3] is not None)
-                plan = plan_rows(tenant_id, last - len(items) + 1, items, digests, now, routes, exclude_endpoint)
-                statements = plan.statements(POSTGRES, tenant_id, expired, prepared.sql_for)
-                sql = "; ".join(statement for statement, _ in statements) + "; COMMIT"
-                database.execute_sql(sql, [value for _, values in statements for value in values])
-                committed = True
-            except peewee.DatabaseError as error:
-                if pgcode(error) != INVALID_STATEMENT_NAME:
-                    raise
-                prepared.forget()
-                raise _StatementMissing() from error
-        finally:
-            if not committed:
-                rollback_quietly()
-    for name, sql in plan.shapes():  # for the next batch of that shape, now that the transaction is over
-        try:
-            prepared.prepare(name, sql)
-        except Exception:  # noqa: BLE001 - the events are committed: never fail (or retry) them now
-            log.debug("preparing %s failed", name, exc_info=True)
+    database.connect(reuse_if_open=True)
+    read_name, read = f"ingest_read_{int(bool(keys))}", postgres_read_sql(bool(keys))
+    prepared.prepare(read_name, read)  # once per connection
+    try:
+        rows = database.execute_sql(prepared.sql_for(read_name, read),
+                                    [tenant_id, keys, tenant_id] if keys else [tenant_id]).fetchall()
+        if rows[0][0]:  # before the bucket: replayed items spend no token
+            raise _KeySeen()
+        plan = plan_rows(tenant_id, items, digests, now, routes_of(row[1:] for row in rows if row[1] is not None),
+                         exclude_endpoint)
+        name, sql, params = plan.write_statement(rate_limit is not None,
+                                                 bump_params(POSTGRES, tenant_id, rate_limit, now, len(items)))
+        if name is not None:
+            prepared.prepare(name, sql)  # once per connection and shape (a single event)
+            sql = prepared.sql_for(name, sql)
+        if expired:  # in the same transaction: the string is one implicit transaction
+            sql, params = f"{delete_keys_sql(POSTGRES, len(expired))}; {sql}", [tenant_id, *expired, *params]
+        last = database.execute_sql(sql, params).fetchone()[0]
+    except peewee.DatabaseError as error:
+        code = pgcode(error)
+        if code == INVALID_STATEMENT_NAME:
+            prepared.forget()
+            raise _StatementMissing() from error
+        if code == NOT_NULL_VIOLATION:  # no seq: the tenant is gone or out of tokens; nothing was written
+            raise _NotBumped() from error
+        raise
+    plan.number(int(last) - len(items) + 1)
     return plan.accepted()
 
 
@@ -154,7 +162,8 @@ def _store_generic(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[
     cursor = database.execute_sql(bump, bump_params(dialect, tenant_id, rate_limit, now, len(items)))
     last = _last_seq(cursor.fetchone(), rate_limit)
     routes = routes_of(database.execute_sql(endpoints_sql(dialect), [tenant_id]).fetchall())
-    plan = plan_rows(tenant_id, last - len(items) + 1, items, digests, now, routes, exclude_endpoint)
+    plan = plan_rows(tenant_id, items, digests, now, routes, exclude_endpoint)
+    plan.number(last - len(items) + 1)
     for statement, values in plan.statements(dialect, tenant_id, expired):
         database.execute_sql(statement, values)
     return plan.accepted()
@@ -204,7 +213,10 @@ def _store_new(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str 
             except _KeySeen:
                 with write():
                     look_up()
-        raise RuntimeError("could not store the events (idempotency keys or prepared statements kept changing)")
+            except _NotBumped:
+                break  # the statements one by one say why (RateLimited, UnknownTenant) or, refilled, succeed
+        else:
+            raise RuntimeError("could not store the events (idempotency keys or prepared statements kept changing)")
     with write():
         if any(item.key is not None for item in items):
             look_up()

@@ -1,9 +1,11 @@
 """What one ingest transaction writes: the rows of its events, their keys and their deliveries.
 
 ``plan_rows`` routes each new event to the tenant's live endpoints (a delivery per
-subscribed endpoint, parked when the endpoint is away) and gives every row its id;
-``Plan.statements`` turns the rows into the multi-row inserts of ``storage/ingest_sql``.
-``webhooks.ingest.accept`` runs them in one transaction.
+subscribed endpoint, parked when the endpoint is away) and gives every row its id; the
+seqs come from the tenant row (``Plan.number``). ``Plan.statements`` turns the rows into
+the multi-row inserts of ``storage/ingest_sql``, one table at a time, and
+``Plan.write_statement`` into PostgreSQL's single statement that also takes the seqs.
+``webhooks.ingest.accept`` runs either in one transaction.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from webhooks.event_types import wants
 from webhooks.storage.ids import new_ids
 from webhooks.storage.ingest_sql import (
     DELIVERY_FIELDS,
-    POSTGRES,
+    EVENT_FIELDS,
+    INSERT_CHUNK,
     Dialect,
     delete_keys_sql,
     insert_deliveries_sql,
     insert_events_sql,
     insert_keys_sql,
+    postgres_write_sql,
 )
 from webhooks.storage.models import BaseModel, Delivery, Endpoint, Event
 from webhooks.storage.statuses import PARKING_STATES
@@ -57,11 +61,8 @@ def parks_as(disabled: Any, health: str) -> bool:
 
 _PAYLOAD = Event._meta.fields["payload"]
 
-#: Rows per INSERT statement at most (SQLite allows 32,766 parameters in one statement).
-INSERT_CHUNK = 500
-
-#: Multi-row inserts are prepared (PostgreSQL) for up to this many rows.
-MAX_PREPARED_ROWS = 32
+#: PostgreSQL's write of a single event is prepared when it makes up to this many deliveries.
+MAX_PREPARED_DELIVERIES = 32
 
 #: A live endpoint as routing needs it: id, subscribed types, disabled, health.
 Route = tuple[str, list[str], Any, str]
@@ -87,45 +88,55 @@ class Plan:
     keys: list[list[Any]]
     deliveries: list[list[dict[str, Any]]]
 
-    def statements(self, dialect: Dialect, tenant_id: str, expired: Sequence[str],
-                   sql_for: Callable[[str, str], str] = lambda _name, sql: sql) -> list[tuple[str, list[Any]]]:
-        """``(sql, params)`` of each statement; ``sql_for(name, sql)`` may swap in a prepared statement."""
+    def number(self, first_seq: int) -> None:
+        """Give the events their seqs, consecutive from ``first_seq`` in list order."""
+        for offset, event in enumerate(self.events):
+            event["seq"] = first_seq + offset
+
+    def statements(self, dialect: Dialect, tenant_id: str, expired: Sequence[str]) -> list[tuple[str, list[Any]]]:
+        """``(sql, params)`` of each statement, one table at a time (the events numbered first)."""
         out: list[tuple[str, list[Any]]] = []
         if expired:
             out.append((delete_keys_sql(dialect, len(expired)), [tenant_id, *expired]))
-        events = [[e["id"], e["tenant"], e["seq"], e["event_type"], _PAYLOAD.db_value(e["payload"]), e["created_at"]]
-                  for e in self.events]
-        deliveries = [[d[name] for name in DELIVERY_FIELDS] for group in self.deliveries for d in group]
-        for rows, table, build in ((events, "events", insert_events_sql), (self.keys, "keys", insert_keys_sql),
-                                   (deliveries, "deliveries", insert_deliveries_sql)):
+        events = [[event[field] for field in EVENT_FIELDS] for event in self._event_rows()]
+        for rows, build in ((events, insert_events_sql), (self.keys, insert_keys_sql),
+                            (self._delivery_rows(), insert_deliveries_sql)):
             for start in range(0, len(rows), INSERT_CHUNK):
                 chunk = rows[start:start + INSERT_CHUNK]
-                out.append((sql_for(statement_name(table, len(chunk)), build(dialect, len(chunk))),
-                            [value for row in chunk for value in row]))
+                out.append((build(dialect, len(chunk)), [value for row in chunk for value in row]))
         return out
 
-    def shapes(self) -> list[tuple[str, str]]:
-        """``(name, sql)`` of the small multi-row inserts this plan used: worth preparing for next time."""
-        out = []
-        for table, rows, build in (("events", len(self.events), insert_events_sql),
-                                   ("keys", len(self.keys), insert_keys_sql),
-                                   ("deliveries", sum(map(len, self.deliveries)), insert_deliveries_sql)):
-            if 0 < rows <= MAX_PREPARED_ROWS:
-                out.append((statement_name(table, rows), build(POSTGRES, rows)))
-        return out
+    def write_statement(self, limited: bool, bump: list[Any]) -> tuple[str | None, str, list[Any]]:
+        """PostgreSQL: the whole write as one statement (``ingest_sql.postgres_write_sql``):
+        ``(name worth preparing it under, or None; sql; params)``. ``bump``: the bump's
+        parameters. The events get their seqs from the statement's answer (``number``)."""
+        deliveries = self._delivery_rows()
+        name = (f"ingest_write_{int(limited)}{len(self.keys)}_{len(deliveries)}"
+                if len(self.events) == 1 and len(deliveries) <= MAX_PREPARED_DELIVERIES else None)
+        params = list(bump)
+        for event in self._event_rows():
+            params += [event[field] for field in EVENT_FIELDS if field != "seq"]
+        params += [value for rows in (self.keys, deliveries) for row in rows for value in row]
+        return name, postgres_write_sql(limited, len(self.events), len(self.keys), len(deliveries)), params
+
+    def _event_rows(self) -> list[dict[str, Any]]:
+        return [{**e, "payload": _PAYLOAD.db_value(e["payload"])} for e in self.events]
+
+    def _delivery_rows(self) -> list[list[Any]]:
+        return [[d[name] for name in DELIVERY_FIELDS] for group in self.deliveries for d in group]
 
     def accepted(self) -> list[Accepted]:
         return [Accepted(instance_of(Event, event), [instance_of(Delivery, d) for d in deliveries], replayed=False)
                 for event, deliveries in zip(self.events, self.deliveries)]
 
 
-def plan_rows(tenant_id: str, first_seq: int, items: Sequence[NewEvent], digests: Sequence[str | None], now: datetime,
+def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], now: datetime,
           routes: list[Route], exclude_endpoint: str | None) -> Plan:
     plan = Plan([], [], [])
     event_ids = new_ids("evt", len(items))
     delivery_ids = iter(new_ids("dlv", len(items) * len(routes)))
-    for offset, (item, digest, event_id) in enumerate(zip(items, digests, event_ids)):
-        plan.events.append({"id": event_id, "tenant": tenant_id, "seq": first_seq + offset,
+    for item, digest, event_id in zip(items, digests, event_ids):
+        plan.events.append({"id": event_id, "tenant": tenant_id, "seq": None,
                             "event_type": item.event_type, "payload": item.payload, "created_at": now})
         if item.key is not None:
             plan.keys.append([tenant_id, item.key, event_id, digest, now])
@@ -143,6 +154,3 @@ def plan_rows(tenant_id: str, first_seq: int, items: Sequence[NewEvent], digests
         plan.deliveries.append(deliveries)
     return plan
 
-
-def statement_name(table: str, rows: int) -> str:
-    return f"ingest_{table}_{rows}"

@@ -25,9 +25,10 @@ log = logging.getLogger(__name__)
 #: SQL-level PREPARE from one transaction to the next).
 PREPARED_STATEMENTS = os.environ.get("PG_PREPARED_STATEMENTS", "1") != "0"
 
-#: SQLSTATEs: a statement of that name exists already / does not exist (any more).
+#: SQLSTATEs: a statement of that name exists already / does not exist (any more); a NULL in a NOT NULL column.
 DUPLICATE_PREPARED_STATEMENT = "42P05"
 INVALID_STATEMENT_NAME = "26000"
+NOT_NULL_VIOLATION = "23502"
 
 
 def _numbered(sql: str) -> str:
