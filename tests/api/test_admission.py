@@ -18,7 +18,7 @@ from werkzeug.test import TestResponse
 from tests.api.test_fast_ingest import views_run
 from tests.api_helpers import HOOK_URL, row_counts
 from tests.concurrency import in_threads
-from webhooks.api.admission import SLOT, Admission, ConcurrencyLimit, TooManyConcurrentRequests, admit
+from webhooks.api.admission import SHARE_WINDOW, SLOT, Admission, ConcurrencyLimit, TooManyConcurrentRequests, admit
 from webhooks.config import Settings
 from webhooks.ingest import accept
 from webhooks.storage.models import Event
@@ -78,6 +78,67 @@ def test_counts_stay_exact_when_threads_enter_and_leave_at_once() -> None:
 def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(ValueError):
         ConcurrencyLimit(0)
+
+
+# -- running: a tenant's share of the process while others are active ----------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def started(limit: ConcurrencyLimit, tenant_id: str) -> tuple[threading.Thread, threading.Event]:
+    """``limit.run(tenant_id)`` in a thread of its own; the event is set once it runs."""
+    running = threading.Event()
+    thread = threading.Thread(target=lambda: (limit.run(tenant_id), running.set()), daemon=True)
+    thread.start()
+    return thread, running
+
+
+def test_a_tenant_alone_runs_up_to_its_limit_at_once() -> None:
+    limit = ConcurrencyLimit(4, clock=Clock())
+    for _ in range(4):
+        assert limit.try_enter("ten_a")
+
+    for _ in range(4):
+        limit.run("ten_a")  # none of them waits
+
+    assert limit.share("ten_a") == 4
+
+
+def test_while_another_tenant_is_active_a_tenant_runs_one_request_at_a_time_and_the_next_waits_its_turn() -> None:
+    limit = ConcurrencyLimit(4, clock=Clock())
+    for _ in range(2):
+        limit.try_enter("ten_a")
+    limit.try_enter("ten_b")
+    limit.run("ten_a")
+
+    second, second_runs = started(limit, "ten_a")
+    assert not second_runs.wait(0.2)  # a's second request waits while its first runs
+    limit.run("ten_b")  # b's lone request does not wait for a's
+
+    limit.stop_running("ten_a")
+
+    assert second_runs.wait(5)
+    second.join(5)
+
+
+def test_a_tenant_gets_its_whole_limit_back_once_the_others_have_been_quiet_for_the_share_window() -> None:
+    clock = Clock()
+    limit = ConcurrencyLimit(4, clock=clock)
+    limit.try_enter("ten_b")
+    limit.leave("ten_b")  # b's request is over, but b is still counted as active
+    limit.try_enter("ten_a")
+    assert limit.share("ten_a") == 1
+
+    clock.now += SHARE_WINDOW + 0.1
+
+    assert limit.share("ten_a") == 4
+    assert limit.share("ten_b") == 4  # a, admitted as long ago, no longer counts against b either
 
 
 # -- the request's slot --------------------------------------------------------------------------
