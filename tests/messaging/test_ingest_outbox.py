@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any, Sequence
 
 import psycopg2
@@ -78,6 +79,37 @@ def test_under_sustained_load_events_accepted_within_the_spacing_share_one_publi
 
     assert enqueuer.wait_idle(10)
     assert [len(batch) for batch in publisher.batches] == [1, 3]
+    assert all(Delivery.get_by_id(i).enqueued_at is not None for i in ids)
+
+
+def test_rounds_published_within_the_mark_interval_are_marked_together_once_it_has_passed(
+    client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from webhooks.messaging import enqueuer as module
+
+    clock = SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: clock.now))  # the enqueuer's clock only
+    marks: list[int] = []
+    real = module.mark_enqueued
+    monkeypatch.setattr(module, "mark_enqueued", lambda messages: (marks.append(len(messages)), real(messages)))
+    create_endpoint(client, headers)
+    publisher = RecordingPublisher()
+    enqueuer = use_enqueuer(app, settings, publisher, spacing=0.0, mark_every=1.0)
+    post_event(client, headers)
+    assert enqueuer.wait_idle(10)  # the first mark after a quiet spell is made at once
+
+    ids = []
+    for _ in range(3):  # three rounds, each published as soon as its event is accepted
+        ids.append(post_event(client, headers).json["deliveries"][0]["id"])
+        wait_until(lambda: sum(map(len, publisher.batches)) == len(ids) + 1, timeout=5)
+    assert not enqueuer.wait_idle(0.2)  # published, not marked: the interval has not passed
+    assert marks == [1]
+
+    clock.now += 1.5  # no fourth event comes: the mark falls due on its own
+
+    assert enqueuer.wait_idle(10)
+    assert [len(batch) for batch in publisher.batches] == [1, 1, 1, 1]
+    assert marks == [1, 3]
     assert all(Delivery.get_by_id(i).enqueued_at is not None for i in ids)
 
 
