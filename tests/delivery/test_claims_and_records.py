@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from webhooks.delivery.claims import ClaimState, claim, claim_many
 from webhooks.storage.db import database
 from webhooks.storage.ids import new_id
@@ -162,7 +164,7 @@ def test_a_batch_updates_its_deliveries_in_id_order_whatever_order_its_messages_
     real_execute = database.obj.execute_sql
 
     def watching(sql: str, params: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if "WITH v(" in sql:
+        if ("WITH v(" in sql or "EXECUTE " in sql) and not sql.startswith("PREPARE"):  # run, prepared or not
             ids_bound.append([value for value in params or () if isinstance(value, str) and value.startswith("dlv_")])
         return real_execute(sql, params, *args, **kwargs)
 
@@ -172,3 +174,40 @@ def test_a_batch_updates_its_deliveries_in_id_order_whatever_order_its_messages_
 
     assert len(ids_bound) == 2, "one lease and one advance, each a single statement"
     assert all(ids == sorted(ids) and len(ids) == 4 for ids in ids_bound)
+
+
+def prepared_here() -> set[str]:
+    return {name for (name,) in database.execute_sql("SELECT name FROM pg_prepared_statements").fetchall()}
+
+
+@pytest.mark.postgresql  # prepared statements are used on PostgreSQL only
+def test_one_delivery_leases_and_records_run_as_statements_each_connection_prepares_once(tenant: SimpleNamespace) -> None:
+    messages = _messages(tenant, 7)
+    database.execute_sql("DEALLOCATE ALL")  # nothing of the set-up's
+
+    for message in messages[:2]:  # at low load a batch is one delivery
+        assert claim_many([message], LEASE)[0].state is ClaimState.CLAIMED
+        assert record_many([(message, _delivered(message))], offline_after=5) == [True]
+    assert [c.state for c in claim_many(messages[2:], LEASE)] == [ClaimState.CLAIMED] * 5  # planned afresh
+
+    assert {"claim_lease_1", "record_advance_1"} <= prepared_here()
+    assert not any(name.startswith("claim_lease_") and name != "claim_lease_1" for name in prepared_here())
+    assert Attempt.select().count() == 2 and Delivery.select().where(Delivery.status == "delivered").count() == 2
+
+
+@pytest.mark.postgresql  # prepared statements are used on PostgreSQL only
+def test_a_prepared_lease_or_record_that_vanished_is_run_again_unprepared_and_prepared_anew(
+    tenant: SimpleNamespace,
+) -> None:
+    first, second = _messages(tenant, 2)
+    claim_many([first], LEASE)
+    record_many([(first, _delivered(first))], offline_after=5)
+    database.execute_sql("DEALLOCATE ALL")  # what DISCARD ALL or a pooler would do
+
+    assert claim_many([second], LEASE)[0].state is ClaimState.CLAIMED
+    assert record_many([(second, _delivered(second))], offline_after=5) == [True]
+
+    assert Attempt.select().count() == 2
+    assert {d.status for d in Delivery.select()} == {"delivered"}
+    claim_many([first], LEASE)  # and the next small batch prepares them again
+    assert "claim_lease_1" in prepared_here()

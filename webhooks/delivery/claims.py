@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Sequence
 
+import peewee
+
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
 from webhooks.storage.db import RELAXED_COMMIT, database, durable_commit, is_postgres, relaxed_commit, retrying, write
+from webhooks.storage.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode, small_batch_name
 from webhooks.delivery.endpoint_view import EndpointView
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint
@@ -122,9 +125,10 @@ def _lease_common(messages: list[DeliveryMessage], now: datetime, lease_until: d
     params: list[Any] = [value for m in delivery_sql.in_lock_order(messages) for value in (m.delivery_id, m.attempt - 1)]
     stamp = Delivery.lease_until.db_value
     params += [stamp(lease_until), stamp(now)]
-    if not database.in_transaction():
-        sql = f"{RELAXED_COMMIT}; {sql}"  # one round trip, one implicit transaction
-    rows = database.execute_sql(sql, params).fetchall()
+    if database.in_transaction():
+        rows = database.execute_sql(sql, params).fetchall()
+    else:
+        rows = _lease_alone(sql, params, small_batch_name("claim_lease", len(messages)))
     if not rows:
         return {}
     to_datetime = Delivery.next_attempt_at.python_value
@@ -137,6 +141,25 @@ def _lease_common(messages: list[DeliveryMessage], now: datetime, lease_until: d
         delivery_id: Claim(ClaimState.CLAIMED, status, views[endpoint_id], 0.0, manual, to_datetime(due_at))
         for delivery_id, status, manual, due_at, endpoint_id, *_ in rows
     }
+
+
+#: The small leases this process has prepared, per connection (``pg_prepared``).
+prepared = PreparedStatements()
+
+
+def _lease_alone(sql: str, params: list[Any], name: str | None) -> list[tuple[Any, ...]]:
+    """PostgreSQL, no transaction open: the lease as a transaction of its own, one round trip,
+    prepared (``name``) when the batch is small."""
+    if name is not None:
+        prepared.prepare(name, sql)  # once per connection, outside any transaction
+    try:
+        return database.execute_sql(f"{RELAXED_COMMIT}; {prepared.sql_for(name, sql) if name else sql}",
+                                    params).fetchall()
+    except peewee.DatabaseError as error:
+        if name is None or pgcode(error) != INVALID_STATEMENT_NAME:
+            raise
+        prepared.forget()  # gone (``DISCARD ALL``); the implicit transaction wrote nothing
+        return database.execute_sql(f"{RELAXED_COMMIT}; {sql}", params).fetchall()
 
 
 #: What the row-by-row path reads of each delivery.

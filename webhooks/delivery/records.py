@@ -18,6 +18,7 @@ import peewee
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
 from webhooks.storage.db import database, retrying, write
+from webhooks.storage.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode, small_batch_name
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Attempt, Delivery, Endpoint
@@ -61,25 +62,46 @@ def record_many(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_after:
     item does not hold up the others.
     """
     try:
-        return _record_batch(items, offline_after)
+        return _record_prepared(items, offline_after)
     except peewee.IntegrityError:
         if len(items) == 1:
             return [_recorded(items[0][1])]
     results: list[bool] = []
     for item in items:
         try:
-            results.extend(_record_batch([item], offline_after))
+            results.extend(_record_prepared([item], offline_after))
         except peewee.IntegrityError:
             results.append(_recorded(item[1]))
     return results
 
 
+#: The small advances this process has prepared, per connection (``pg_prepared``).
+prepared = PreparedStatements()
+
+
+def _record_prepared(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_after: int) -> list[bool]:
+    """``_record_batch``, and once more unprepared if a prepared statement has vanished
+    (``DISCARD ALL``: the transaction rolled back, nothing was written)."""
+    try:
+        return _record_batch(items, offline_after)
+    except peewee.DatabaseError as error:
+        if pgcode(error) != INVALID_STATEMENT_NAME:
+            raise
+        prepared.forget()
+        return _record_batch(items, offline_after, prepare=False)
+
+
 @retrying
-def _record_batch(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_after: int) -> list[bool]:
+def _record_batch(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_after: int,
+                  prepare: bool = True) -> list[bool]:
     now = utcnow()
+    count = len({message.delivery_id for message, _ in items})
+    name = small_batch_name("record_advance", count) if prepare else None
+    if name is not None and not database.in_transaction():
+        prepared.prepare(name, delivery_sql.advance_sql(count))  # once per connection, outside any transaction
     with write():
         touched = _lock_touched_endpoints(items, now)
-        advanced = _advance_deliveries(items, now)
+        advanced = _advance_deliveries(items, now, name)
         results: list[bool] = []
         fresh: list[tuple[DeliveryMessage, Outcome]] = []
         for message, outcome in items:
@@ -119,15 +141,19 @@ def _lock_touched_endpoints(items: Sequence[tuple[DeliveryMessage, Outcome]], no
 
 
 #: Columns of the batch UPDATE, with their PostgreSQL types (a column of NULLs must not be text).
-def _advance_deliveries(items: Sequence[tuple[DeliveryMessage, Outcome]], now: datetime) -> dict[str, Outcome]:
+def _advance_deliveries(items: Sequence[tuple[DeliveryMessage, Outcome]], now: datetime,
+                        prepared_as: str | None) -> dict[str, Outcome]:
     """Move each delivery past its attempt if that attempt is still the next one; which moved.
 
     A delivery twice in one batch (two copies of one attempt) moves with its first outcome.
+    ``prepared_as``: the statement's prepared name, if this connection may have it.
     """
     first: dict[str, tuple[DeliveryMessage, Outcome]] = {}
     for message, outcome in items:
         first.setdefault(message.delivery_id, (message, outcome))
     sql = delivery_sql.advance_sql(len(first))
+    if prepared_as is not None:
+        sql = prepared.sql_for(prepared_as, sql)
     stamp = Delivery.updated_at.db_value
     params: list[Any] = []
     for message, outcome in sorted(first.values(), key=lambda item: item[0].delivery_id):  # lock order

@@ -1,7 +1,8 @@
 """PostgreSQL server-side prepared statements, kept per connection (``PG_PREPARED_STATEMENTS``).
 
 Planning a short statement can cost as much as running it; ``PREPARE`` once per
-connection and ``EXECUTE`` afterwards saves that on the hot path of ``POST /v1/events``.
+connection and ``EXECUTE`` afterwards saves that on the hot path of ``POST /v1/events``,
+and on the worker's for its batches of a few rows (``small_batch_name``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import peewee
 
-from webhooks.storage.db import database
+from webhooks.storage.db import database, is_postgres
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,20 @@ PREPARED_STATEMENTS = os.environ.get("PG_PREPARED_STATEMENTS", "1") != "0"
 DUPLICATE_PREPARED_STATEMENT = "42P05"
 INVALID_STATEMENT_NAME = "26000"
 NOT_NULL_VIOLATION = "23502"
+
+
+#: The worker's leases and records of up to this many deliveries run as prepared statements.
+#: At low load a batch holds one delivery, and planning a one-row lease cost PostgreSQL
+#: 0.37 ms against 0.1 ms to run it (``pg_stat_statements``, 200 events/s); prepared, it
+#: took 0.14 ms in all, and a one-row advance 0.16 ms instead of 0.36. Not more: the
+#: generic plan of an advance of 2 to 4 rows took 2.8 ms a run (against 0.5-0.7 planned
+#: each time), and larger batches are few statements for many deliveries anyway.
+SMALL_BATCH_ROWS = 1
+
+
+def small_batch_name(kind: str, rows: int) -> str | None:
+    """The name to prepare ``kind``'s statement of ``rows`` rows under, or None: not worth it here."""
+    return f"{kind}_{rows}" if rows <= SMALL_BATCH_ROWS and is_postgres() else None
 
 
 def _numbered(sql: str) -> str:
