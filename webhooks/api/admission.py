@@ -88,11 +88,7 @@ class ConcurrencyLimit:
     def leave(self, tenant_id: str) -> None:
         """One request of ``tenant_id`` ended (a tenant with none left is forgotten)."""
         with self._lock:
-            count = self._counts.get(tenant_id, 0) - 1
-            if count > 0:
-                self._counts[tenant_id] = count
-            else:
-                self._counts.pop(tenant_id, None)
+            _count_down(self._counts, tenant_id)
 
     def run(self, tenant_id: str) -> None:
         """Block until one more admitted request of ``tenant_id`` may run (``share``), and count it."""
@@ -103,11 +99,7 @@ class ConcurrencyLimit:
     def stop_running(self, tenant_id: str) -> None:
         """A running request of ``tenant_id`` ended: the next of its admitted requests may run."""
         with self._turn:
-            running = self._running.get(tenant_id, 0) - 1
-            if running > 0:
-                self._running[tenant_id] = running
-            else:
-                self._running.pop(tenant_id, None)
+            _count_down(self._running, tenant_id)
             self._turn.notify_all()
 
     def share(self, tenant_id: str) -> int:
@@ -125,6 +117,15 @@ class ConcurrencyLimit:
         """How many tenants have a request in progress (tenants with none are not kept)."""
         with self._lock:
             return len(self._counts)
+
+
+def _count_down(counts: dict[str, int], tenant_id: str) -> None:
+    """One less for ``tenant_id``; a tenant at zero is dropped."""
+    count = counts.get(tenant_id, 0) - 1
+    if count > 0:
+        counts[tenant_id] = count
+    else:
+        counts.pop(tenant_id, None)
 
 
 class Slot:
