@@ -181,7 +181,9 @@ def prepared_here() -> set[str]:
 
 
 @pytest.mark.postgresql  # prepared statements are used on PostgreSQL only
-def test_one_delivery_leases_and_records_run_as_statements_each_connection_prepares_once(tenant: SimpleNamespace) -> None:
+def test_one_delivery_leases_and_records_run_as_statements_each_connection_prepares_once(
+    tenant: SimpleNamespace,
+) -> None:
     messages = _messages(tenant, 7)
     database.execute_sql("DEALLOCATE ALL")  # nothing of the set-up's
 

@@ -13,8 +13,9 @@ and its other admitted requests wait their turn (``ConcurrencyLimit.run``); a te
 runs up to ``limit``. A process runs Python one thread at a time (the GIL): a flooding
 tenant's four batches running at once took four shares of it, and another tenant's lone
 event waited behind them at every step in the process (its request, then its publish).
-In the flood benchmark that tenant's p99 from POST to arrival was 1.1 s without this share
-and 0.38-0.57 s with it (five runs each way, one hour). The flooder loses little: its requests are CPU-bound in the process.
+In the flood benchmark that tenant's p99 from POST to arrival was 1.1-1.6 s without this
+share (four runs) and 0.38-0.57 s with it (five runs, the same hour). The flooder loses
+little: its requests are CPU-bound in the process.
 
 How a request is counted: ``Admission`` wraps the whole WSGI app and puts a ``Slot`` in
 the request's environ; whoever identifies the tenant by its API key (the fast ingest path,

@@ -108,7 +108,8 @@ class BackgroundEnqueuer:
         with self._done:
             # Only behind others' work (a round under way, or messages queued for the next one), and
             # never ahead of the tenant's own messages still waiting here (they keep their order).
-            express = (self.express_publisher is not None and self._unhandled > 0 and not self._express_busy and not any(self._pending[tenant] for tenant in tenants))
+            express = (self.express_publisher is not None and self._unhandled > 0 and not self._express_busy
+                       and not any(self._pending[tenant] for tenant in tenants))
             self._unhandled += len(messages)
             self._pending.update(tenants)
             self._express_busy = self._express_busy or express
