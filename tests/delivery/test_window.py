@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhooks.delivery.window import INITIAL_WINDOW, MIN_WINDOW, Signal, Window, signal_of
+from webhooks.delivery.window import INITIAL_WINDOW, LATENCY_FLOOR, MIN_WINDOW, QUICK_FAILURE_SECONDS, Signal, Window, signal_of
 
 
 def run_round(window: Window, now: float, latency: float, signal: Signal = Signal.ANSWERED) -> float:
@@ -69,11 +69,40 @@ def test_a_failure_halves_the_window_once_per_round_trip() -> None:
     assert window.size == 16
 
 
-def test_repeated_failures_bring_the_window_down_to_one_but_not_below() -> None:
+def test_repeated_timeouts_bring_the_window_down_to_one_but_not_below() -> None:
     window, now = Window(ceiling=128), 0.0
+    now = grow_to(window, 32, 0.05)
     for _ in range(10):
-        now = run_round(window, now, 0.05, Signal.FAILED)
+        now = run_round(window, now, 15.0, Signal.FAILED)
     assert window.size == MIN_WINDOW == 1
+
+
+def test_failures_that_come_back_as_fast_as_answers_halve_the_window_but_keep_a_few_calls() -> None:
+    window, now = Window(ceiling=128), 0.0
+    now = grow_to(window, 32, 0.05)
+    now = run_round(window, now, 0.05, Signal.FAILED)
+    assert window.size == 16
+    for _ in range(10):  # an endpoint answering 500 in 50 ms: not overloaded by a handful of calls
+        now = run_round(window, now, 0.05, Signal.FAILED)
+    assert window.size == LATENCY_FLOOR == INITIAL_WINDOW
+
+
+def test_an_endpoint_that_never_answered_keeps_a_few_calls_while_it_fails_quickly() -> None:
+    quick, slow, now = Window(ceiling=128), Window(ceiling=128), 0.0
+    for _ in range(10):
+        now = run_round(quick, now, QUICK_FAILURE_SECONDS / 2, Signal.FAILED)
+        now = run_round(slow, now, QUICK_FAILURE_SECONDS * 2, Signal.FAILED)
+    assert quick.size == INITIAL_WINDOW
+    assert quick.cuts == 0, "a failure that leaves the window as it was is no cut"
+    assert slow.size == MIN_WINDOW
+
+
+def test_a_receiver_that_says_it_has_too_much_gets_one_call_at_a_time() -> None:
+    window, now = Window(ceiling=128), 0.0
+    now = grow_to(window, 32, 0.05)
+    for _ in range(10):  # 429s (or 503s) in 1 ms: fast, but a refusal
+        now = run_round(window, now, 0.001, Signal.REFUSED)
+    assert window.size == MIN_WINDOW
 
 
 def test_after_a_cut_the_window_grows_by_one_per_round_trip_of_a_slow_receiver() -> None:
@@ -129,8 +158,11 @@ def test_an_endpoint_that_is_slow_from_the_start_is_judged_against_its_own_basel
 def test_what_a_call_says_about_capacity() -> None:
     assert signal_of(200, None) is Signal.ANSWERED
     assert signal_of(404, None) is Signal.ANSWERED
-    assert signal_of(429, None) is Signal.FAILED
-    assert signal_of(503, None) is Signal.FAILED
+    assert signal_of(429, None) is Signal.REFUSED
+    assert signal_of(503, None) is Signal.REFUSED
+    assert signal_of(408, None) is Signal.REFUSED
+    assert signal_of(500, None) is Signal.FAILED
+    assert signal_of(502, None) is Signal.FAILED
     assert signal_of(None, "timeout") is Signal.FAILED
     assert signal_of(None, "connection") is Signal.FAILED
     assert signal_of(200, "timeout") is Signal.FAILED  # the body stalled past the deadline
@@ -162,7 +194,7 @@ def test_the_workers_own_delay_is_not_counted_against_the_receiver() -> None:
     assert window.cuts == 1
 
 
-def test_latency_alone_never_cuts_below_the_initial_window_but_failures_do() -> None:
+def test_latency_alone_or_a_quick_failure_never_cuts_below_the_initial_window_but_slow_failures_do() -> None:
     window = Window(ceiling=128)
     now = grow_to(window, 8, 0.02)
     for _ in range(5):  # slow answers, each a round trip after the last cut
@@ -170,5 +202,7 @@ def test_latency_alone_never_cuts_below_the_initial_window_but_failures_do() -> 
         window.started()
         window.finished(Signal.ANSWERED, sent_at=now - 2.5, now=now, level=2)
     assert window.size == INITIAL_WINDOW
-    now = run_round(window, now, 0.02, Signal.FAILED)
+    now = run_round(window, now, 0.02, Signal.FAILED)  # a quick 500: the floor holds
+    assert window.size == INITIAL_WINDOW
+    now = run_round(window, now, 15.0, Signal.FAILED)  # a timeout: it does not
     assert window.size == INITIAL_WINDOW // 2

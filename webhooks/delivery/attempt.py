@@ -78,7 +78,7 @@ class Attempts:
         cuts = lane.window.cuts
         lane.window.finished(signal, sent_at, now, level, self.rt.lag.allowance(now))
         if lane.window.cuts > cuts:
-            metrics.WINDOW_CUTS.labels("failure" if signal is Signal.FAILED else "latency").inc()
+            metrics.WINDOW_CUTS.labels("latency" if signal is Signal.ANSWERED else "failure").inc()
         self.rt.lanes.wake(lane, now)
         self.rt.wake()
 

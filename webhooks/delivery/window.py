@@ -9,7 +9,12 @@ latency has told where the receiver gives way, the window climbs back to just be
 that level quickly, and probes past it only every ``PROBE_INTERVAL_SECONDS``: a
 receiver that falls off a cliff when it holds too many calls (every call slow while
 one is) costs a stall per probe, so probes must be rare.
-A timeout, a connection error, a 5xx or a 429 halves it. Latency well above the
+A timeout, a connection error or a 5xx halves it, though a failure that came back
+as fast as a normal call (a receiver that answers ``500`` in milliseconds is not
+overloaded by a handful of calls) keeps at least ``LATENCY_FLOOR``: pinned at one call,
+a fast-failing endpoint's retries would queue behind each other's claims and fall
+late whenever the worker or the database is slow. A ``429``, ``503`` or ``408`` (the
+receiver says it has too much) halves it down to one. Latency well above the
 endpoint's baseline brings it back to just below the number of calls that were in
 flight when the slow call was sent (the level at which the receiver gave way), but
 never cuts it by more than half, nor below ``LATENCY_FLOOR``. Only one cut per round trip: the calls that were
@@ -39,7 +44,8 @@ INITIAL_WINDOW = 4
 #: The window never goes below this: a failing endpoint still gets its retries.
 MIN_WINDOW = 1
 
-#: Latency alone never cuts the window below this (failures still do): a receiver that
+#: Latency alone, or a failure that came back quickly, never cuts the window below this
+#: (slow failures and refusals still do): a receiver that
 #: answers slowly with a handful of calls in flight is not being overloaded by them, and
 #: at this size the slowness is as likely the worker's own (a busy loop), which must not
 #: starve an endpoint with a trickle of events.
@@ -59,6 +65,9 @@ PROBE_INTERVAL_SECONDS = 5.0
 FAILURE_CUT = 0.5
 SLOW_CUT = 0.5
 
+#: Before any call has answered (no baseline), a failure within this many seconds came back quickly.
+QUICK_FAILURE_SECONDS = 1.0
+
 #: The baseline is the fastest call seen over about this many seconds (two half-periods).
 BASELINE_SECONDS = 60.0
 
@@ -68,21 +77,25 @@ class Signal(enum.Enum):
 
     #: Answered (2xx, 3xx, or a 4xx that is not about load).
     ANSWERED = "answered"
-    #: Timeout, connection error, 5xx, 429, 408: the receiver is overloaded or down.
+    #: Timeout, connection error, 5xx: the receiver is overloaded, broken or down.
     FAILED = "failed"
+    #: 429, 503, 408: the receiver says it has too much.
+    REFUSED = "refused"
     #: Nothing learnt about capacity (the call never reached the receiver: blocked, bad URL).
     NEUTRAL = "neutral"
 
 
-#: HTTP statuses that mean "too much" besides the 5xx.
-OVERLOAD_STATUSES = frozenset({408, 429})
+#: HTTP statuses that mean "too much" (``503`` is also what nginx's ``limit_conn`` and ``limit_req`` answer).
+OVERLOAD_STATUSES = frozenset({408, 429, 503})
 
 
 def signal_of(status_code: int | None, error_class: str | None) -> Signal:
     """Judge one call for the window: overloaded, answered, or nothing learnt."""
     if status_code is None:
         return Signal.FAILED if error_class in ("timeout", "connection", "tls", "protocol") else Signal.NEUTRAL
-    if status_code >= 500 or status_code in OVERLOAD_STATUSES:
+    if status_code in OVERLOAD_STATUSES:
+        return Signal.REFUSED
+    if status_code >= 500:
         return Signal.FAILED
     if error_class == "timeout":  # a status came, then the body stalled past the deadline
         return Signal.FAILED
@@ -164,16 +177,24 @@ class Window:
             self._used = False
         if signal is Signal.NEUTRAL:
             return
-        if signal is Signal.FAILED:
-            self._cut(self.limit * FAILURE_CUT, sent_at, now)
-            return
         latency = now - sent_at
+        if signal is not Signal.ANSWERED:
+            quick = signal is Signal.FAILED and self._quick(latency, allowance)
+            to = max(self.limit * FAILURE_CUT, min(self.limit, LATENCY_FLOOR if quick else MIN_WINDOW))
+            if to < self.limit:
+                self._cut(to, sent_at, now)
+            return
         slow_after = self.slow_after(allowance)
         self._observe(latency, now)
         if slow_after is not None and latency > slow_after:
             self._slow(sent_at, now, level)
         elif used:
             self._grow(now, allowance)
+
+    def _quick(self, latency: float, allowance: float) -> bool:
+        """A failure that took no longer than a normal call (``QUICK_FAILURE_SECONDS`` before any answered)."""
+        slow_after = self.slow_after(allowance)
+        return latency <= (QUICK_FAILURE_SECONDS + allowance if slow_after is None else slow_after)
 
     def overdue(self, sent_at: float, now: float, level: int | None = None) -> None:
         """A call started at ``sent_at`` (at ``level``) is still unanswered at ``now``, past ``slow_after()``: cut now."""
