@@ -12,7 +12,7 @@ from webhooks.storage.db import database
 from webhooks.storage.ids import new_id
 from webhooks.ingest.accept import store_event
 from webhooks.messaging.messages import DeliveryMessage
-from webhooks.storage.models import Attempt, Delivery, Endpoint, Tenant
+from webhooks.storage.models import Alert, Attempt, Delivery, Endpoint, HealthChange, Tenant
 from webhooks.messaging.outbox import message_for
 from webhooks.delivery.signing import generate_secret
 from webhooks.delivery.records import Outcome, record, record_many
@@ -213,3 +213,68 @@ def test_a_prepared_lease_or_record_that_vanished_is_run_again_unprepared_and_pr
     assert {d.status for d in Delivery.select()} == {"delivered"}
     claim_many([first], LEASE)  # and the next small batch prepares them again
     assert "claim_lease_1" in prepared_here()
+
+
+def _failed(message: DeliveryMessage) -> Outcome:
+    now = utcnow()
+    return Outcome(
+        attempt_id=new_id("att"),
+        status="retrying",
+        next_attempt_at=now,
+        attempt_fields={
+            "started_at": now, "duration_ms": 3.0, "url": HOOK_URL, "request_headers": {"webhook-id": message.event_id},
+            "response_status": 500, "response_headers": None, "response_body": None, "error_class": None,
+            "error": "HTTP 500",
+        },
+        last_status_code=500,
+        last_error="HTTP 500",
+    )
+
+
+def _endpoint_updates(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The UPDATE statements on the endpoint table run from now on (their SQL)."""
+    seen: list[str] = []
+    target = database.obj  # the Proxy's database
+    execute_sql = target.execute_sql
+
+    def counting(sql: str, *args: Any, **kwargs: Any) -> Any:
+        if sql.lstrip().upper().startswith("UPDATE") and '"endpoint"' in sql.split("SET")[0]:
+            seen.append(sql)
+        return execute_sql(sql, *args, **kwargs)
+
+    monkeypatch.setattr(target, "execute_sql", counting)
+    return seen
+
+
+def test_a_batch_of_failures_to_one_endpoint_counts_every_one_and_writes_its_row_once(
+    tenant: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = _messages(tenant, 6)
+    claim_many(messages, LEASE)
+    updates = _endpoint_updates(monkeypatch)
+
+    assert record_many([(message, _failed(message)) for message in messages], offline_after=100) == [True] * 6
+
+    endpoint = Endpoint.get()
+    assert endpoint.consecutive_failures == 6
+    assert endpoint.failing_since is not None and endpoint.health == "online"
+    assert len(updates) == 1, "six failures, one write of the endpoint's row"
+
+
+def test_an_endpoint_goes_offline_inside_a_batch_at_its_threshold_and_a_success_later_in_it_brings_it_back(
+    tenant: SimpleNamespace,
+) -> None:
+    messages = _messages(tenant, 5)
+    claim_many(messages, LEASE)
+    outcomes = [_failed(message) for message in messages[:4]] + [_delivered(messages[4])]
+
+    record_many(list(zip(messages, outcomes)), offline_after=3)
+
+    changes = [(change.from_state, change.to_state) for change in HealthChange.select().order_by(HealthChange.id)]
+    assert changes == [("online", "offline"), ("offline", "online")]
+    assert [alert.kind for alert in Alert.select().order_by(Alert.id)] == ["endpoint.offline", "endpoint.online"]
+    offline_reason = HealthChange.select().order_by(HealthChange.id).first().reason
+    assert offline_reason.startswith("3 consecutive failures")
+    endpoint = Endpoint.get()
+    assert (endpoint.health, endpoint.consecutive_failures, endpoint.failing_since) == ("online", 0, None)
+    assert endpoint.last_success_at is not None and endpoint.offline_since is None

@@ -4,7 +4,9 @@ The engine acks a message only after its attempt is recorded here, durably. Reco
 come in batches (group commit): one UPDATE moves every delivery of the batch past its
 attempt (guarded: only if that attempt is still the next one), one multi-row INSERT
 logs the attempts, and only the endpoints whose presence changes are locked and
-written, so deliveries to one healthy endpoint do not queue on its row.
+written, so deliveries to one healthy endpoint do not queue on its row. Such an endpoint
+is read once (as it is locked) and written once per batch, whatever the number of its
+attempts in it (``presence.EndpointWrites``).
 """
 
 from __future__ import annotations
@@ -113,9 +115,7 @@ def _record_batch(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_afte
                 results.append(_recorded(outcome))
         if fresh:
             sqltext.insert_rows(Attempt, [_attempt_row(message, outcome) for message, outcome in fresh])
-        for message, outcome in fresh:
-            if message.endpoint_id in touched:
-                _update_presence(message, outcome, offline_after, now)
+        _update_presence(fresh, touched, offline_after, now)
     return results
 
 
@@ -123,8 +123,8 @@ def _recorded(outcome: Outcome) -> bool:
     return Attempt.select().where(Attempt.id == outcome.attempt_id).exists()
 
 
-def _lock_touched_endpoints(items: Sequence[tuple[DeliveryMessage, Outcome]], now: datetime) -> set[str]:
-    """Lock (in id order, as claims do: no deadlock) the endpoints these outcomes change."""
+def _lock_touched_endpoints(items: Sequence[tuple[DeliveryMessage, Outcome]], now: datetime) -> dict[str, Endpoint]:
+    """Lock (in id order, as claims do: no deadlock) the endpoints these outcomes change; them, as locked."""
     endpoints = {
         endpoint.id: endpoint for endpoint in sqltext.models_in(Endpoint, "id", sorted({m.endpoint_id for m, _ in items}))
     }
@@ -136,8 +136,7 @@ def _lock_touched_endpoints(items: Sequence[tuple[DeliveryMessage, Outcome]], no
             and (outcome.disable_reason or presence.needs_update(endpoints[message.endpoint_id], outcome.status == "delivered", now))
         }
     )
-    sqltext.models_in(Endpoint, "id", touched, lock=True)
-    return set(touched)
+    return {endpoint.id: endpoint for endpoint in sqltext.models_in(Endpoint, "id", touched, lock=True)}
 
 
 #: Columns of the batch UPDATE, with their PostgreSQL types (a column of NULLs must not be text).
@@ -182,18 +181,31 @@ def _attempt_row(message: DeliveryMessage, outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def _update_presence(message: DeliveryMessage, outcome: Outcome, offline_after: int, now: datetime) -> None:
-    """Apply one outcome to its (locked) endpoint, read afresh: an earlier item may have changed it."""
-    endpoint = Endpoint.get_or_none(Endpoint.id == message.endpoint_id)
-    if endpoint is None:
-        return
+def _update_presence(items: Sequence[tuple[DeliveryMessage, Outcome]], locked: dict[str, Endpoint],
+                     offline_after: int, now: datetime) -> None:
+    """Apply the outcomes, in order, to their endpoints that ``_lock_touched_endpoints`` locked
+    (as read then): each such endpoint's row is written once, or at each change of its state."""
+    writes = {endpoint_id: presence.EndpointWrites(endpoint) for endpoint_id, endpoint in locked.items()}
+    for message, outcome in items:
+        endpoint_writes = writes.get(message.endpoint_id)
+        if endpoint_writes is not None:
+            _apply_outcome(endpoint_writes, message, outcome, offline_after, now)
+    for endpoint_writes in writes.values():
+        endpoint_writes.flush()
+
+
+def _apply_outcome(writes: presence.EndpointWrites, message: DeliveryMessage, outcome: Outcome, offline_after: int,
+                   now: datetime) -> None:
+    """One outcome on its endpoint, as the outcomes before it in the batch left it."""
+    endpoint = writes.endpoint
     if outcome.status == "delivered" and presence.needs_update(endpoint, True, now):
-        presence.record_success(endpoint, now)
+        presence.record_success(writes, now)
     if outcome.disable_reason:
-        presence.disable(Endpoint.get_by_id(endpoint.id), outcome.disable_reason, now)
+        writes.flush()
+        presence.disable(endpoint, outcome.disable_reason, now)
     elif outcome.status != "delivered":
         summary = outcome.last_error or "failed"
-        presence.record_failure(endpoint, message.delivery_id, summary, outcome.counts_as_failure, offline_after, now)
+        presence.record_failure(writes, message.delivery_id, summary, outcome.counts_as_failure, offline_after, now)
     if outcome.exhausted and message.event_type not in OPERATIONAL_EVENT_TYPES:
         # Never about an operational event: alerts do not raise alerts.
         presence.raise_alert(
@@ -201,5 +213,3 @@ def _update_presence(message: DeliveryMessage, outcome: Outcome, offline_after: 
             delivery_id=message.delivery_id, event_id=message.event_id,
             event_type=message.event_type, attempts=message.attempt, last_error=outcome.last_error,
         )
-
-

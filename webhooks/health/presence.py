@@ -5,6 +5,11 @@ deliveries park and one probe delivery keeps going through the ladder. A success
 brings it back: ``recovering`` while the clock releases its parked deliveries in
 order, then ``online``. Each change is recorded with its reason and raises one alert.
 Every function here runs inside the caller's transaction, on a locked endpoint row.
+
+A batch of attempts to one endpoint changes its row once (``EndpointWrites``), not once
+per attempt: PostgreSQL keeps every version of a row that one transaction updates, and
+each later update of it walks them all, so a batch of a hundred failures to one endpoint
+spent most of its time there (and held the row's lock meanwhile).
 """
 
 from __future__ import annotations
@@ -21,10 +26,35 @@ def health_of(endpoint: Endpoint) -> str:
     return DISABLED if endpoint.disabled else endpoint.health
 
 
+class EndpointWrites:
+    """Column changes to one locked endpoint row: the model shows them at once, the row gets them in one UPDATE."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.columns: dict[str, Any] = {}
+
+    def set(self, **columns: Any) -> None:
+        _mirror(self.endpoint, columns)
+        self.columns.update(columns)
+
+    def flush(self) -> None:
+        """Write what was set since the last flush (nothing, if nothing was)."""
+        if self.columns:
+            Endpoint.update(**self.columns).where(Endpoint.id == self.endpoint.id).execute()
+            self.columns = {}
+
+
+def _mirror(endpoint: Endpoint, columns: dict[str, Any]) -> None:
+    """Make the model say what its row now says."""
+    for name, value in columns.items():
+        setattr(endpoint, name, value)
+
+
 def change(endpoint: Endpoint, to_state: str, reason: str, now: datetime, **columns: Any) -> None:
     """Move ``endpoint`` to ``to_state`` (with extra column updates), record it, raise its alert."""
     from_state = health_of(endpoint)
     Endpoint.update(updated_at=now, **columns).where(Endpoint.id == endpoint.id).execute()
+    _mirror(endpoint, {"updated_at": now, **columns})
     HealthChange.create(
         endpoint=endpoint.id, tenant=endpoint.tenant_id, from_state=from_state, to_state=to_state, reason=reason, created_at=now
     )
@@ -93,28 +123,33 @@ def needs_update(endpoint: Endpoint, delivered: bool, now: datetime) -> bool:
     )
 
 
-def record_success(endpoint: Endpoint, now: datetime) -> None:
+def record_success(writes: EndpointWrites, now: datetime) -> None:
     """An attempt succeeded: the endpoint is reachable."""
+    endpoint = writes.endpoint
     columns = {"consecutive_failures": 0, "failing_since": None, "last_success_at": now}
     if endpoint.health == OFFLINE and not endpoint.disabled:
+        writes.flush()
         state = RECOVERING if has_parked(endpoint.id) else ONLINE
         change(endpoint, state, "an attempt succeeded", now, health=state, offline_since=None, probe_delivery_id=None, **columns)
     else:
-        Endpoint.update(**columns).where(Endpoint.id == endpoint.id).execute()
+        writes.set(**columns)
 
 
-def record_failure(endpoint: Endpoint, delivery_id: str, summary: str, counts: bool, threshold: int, now: datetime) -> None:
+def record_failure(writes: EndpointWrites, delivery_id: str, summary: str, counts: bool, threshold: int,
+                   now: datetime) -> None:
     """An attempt failed; ``counts`` is False for a 429 (the endpoint is up, just busy)."""
     if not counts:
         return
+    endpoint = writes.endpoint
     failures = endpoint.consecutive_failures + 1
     columns = {"consecutive_failures": failures, "failing_since": endpoint.failing_since or now}
     if endpoint.health != OFFLINE and not endpoint.disabled and failures >= threshold:
+        writes.flush()
         reason = f"{failures} consecutive failures, the last: {summary}"
         probe = oldest_unfinished(endpoint.id) or delivery_id
         change(endpoint, OFFLINE, reason, now, health=OFFLINE, offline_since=now, probe_delivery_id=probe, **columns)
     else:
-        Endpoint.update(**columns).where(Endpoint.id == endpoint.id).execute()
+        writes.set(**columns)
 
 
 def disable(endpoint: Endpoint, reason: str, now: datetime) -> None:
