@@ -30,17 +30,27 @@ def _messages(tenant: SimpleNamespace, count: int) -> list[DeliveryMessage]:
 
 
 def _delivered(message: DeliveryMessage) -> Outcome:
-    now = utcnow()
+    return _outcome(message, 200)
+
+
+def _failed(message: DeliveryMessage) -> Outcome:
+    """A 500: the delivery goes on retrying."""
+    return _outcome(message, 500)
+
+
+def _outcome(message: DeliveryMessage, code: int) -> Outcome:
+    now, delivered = utcnow(), code < 300
     return Outcome(
         attempt_id=new_id("att"),
-        status="delivered",
-        next_attempt_at=None,
+        status="delivered" if delivered else "retrying",
+        next_attempt_at=None if delivered else now,
         attempt_fields={
             "started_at": now, "duration_ms": 3.0, "url": HOOK_URL, "request_headers": {"webhook-id": message.event_id},
-            "response_status": 200, "response_headers": None, "response_body": None, "error_class": None, "error": None,
+            "response_status": code, "response_headers": None, "response_body": None, "error_class": None,
+            "error": None if delivered else f"HTTP {code}",
         },
-        last_status_code=200,
-        last_error=None,
+        last_status_code=code,
+        last_error=None if delivered else f"HTTP {code}",
     )
 
 
@@ -213,22 +223,6 @@ def test_a_prepared_lease_or_record_that_vanished_is_run_again_unprepared_and_pr
     assert {d.status for d in Delivery.select()} == {"delivered"}
     claim_many([first], LEASE)  # and the next small batch prepares them again
     assert "claim_lease_1" in prepared_here()
-
-
-def _failed(message: DeliveryMessage) -> Outcome:
-    now = utcnow()
-    return Outcome(
-        attempt_id=new_id("att"),
-        status="retrying",
-        next_attempt_at=now,
-        attempt_fields={
-            "started_at": now, "duration_ms": 3.0, "url": HOOK_URL, "request_headers": {"webhook-id": message.event_id},
-            "response_status": 500, "response_headers": None, "response_body": None, "error_class": None,
-            "error": "HTTP 500",
-        },
-        last_status_code=500,
-        last_error="HTTP 500",
-    )
 
 
 def _endpoint_updates(monkeypatch: pytest.MonkeyPatch) -> list[str]:
