@@ -12,8 +12,8 @@ one is) costs a stall per probe, so probes must be rare.
 A timeout, a connection error or a 5xx halves it, though a failure that came back
 as fast as a normal call (a receiver that answers ``500`` in milliseconds is not
 overloaded by a handful of calls) keeps at least ``LATENCY_FLOOR``: pinned at one call,
-a fast-failing endpoint's retries would queue behind each other's claims and fall
-late whenever the worker or the database is slow. A ``429``, ``503`` or ``408`` (the
+each of a fast-failing endpoint's retries would wait for the one before it, claim and
+record included. A ``429``, ``503`` or ``408`` (the
 receiver says it has too much) halves it down to one. Latency well above the
 endpoint's baseline brings it back to just below the number of calls that were in
 flight when the slow call was sent (the level at which the receiver gave way), but
