@@ -240,14 +240,21 @@ def _endpoint_updates(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+def _record_failures(tenant: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, count: int,
+                     offline_after: int) -> list[str]:
+    """``count`` failed first attempts to one endpoint, claimed and recorded in one batch; the
+    endpoint UPDATEs the record ran."""
+    messages = _messages(tenant, count)
+    claim_many(messages, LEASE)
+    updates = _endpoint_updates(monkeypatch)
+    assert record_many([(message, _failed(message)) for message in messages], offline_after) == [True] * count
+    return updates
+
+
 def test_a_batch_of_failures_to_one_endpoint_counts_every_one_and_writes_its_row_once(
     tenant: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    messages = _messages(tenant, 6)
-    claim_many(messages, LEASE)
-    updates = _endpoint_updates(monkeypatch)
-
-    assert record_many([(message, _failed(message)) for message in messages], offline_after=100) == [True] * 6
+    updates = _record_failures(tenant, monkeypatch, 6, offline_after=100)
 
     endpoint = Endpoint.get()
     assert endpoint.consecutive_failures == 6
@@ -272,3 +279,13 @@ def test_an_endpoint_goes_offline_inside_a_batch_at_its_threshold_and_a_success_
     endpoint = Endpoint.get()
     assert (endpoint.health, endpoint.consecutive_failures, endpoint.failing_since) == ("online", 0, None)
     assert endpoint.last_success_at is not None and endpoint.offline_since is None
+
+
+def test_a_state_change_inside_a_batch_writes_the_counts_set_before_it_in_the_same_update(
+    tenant: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    updates = _record_failures(tenant, monkeypatch, 5, offline_after=3)
+
+    endpoint = Endpoint.get()
+    assert (endpoint.health, endpoint.consecutive_failures) == ("offline", 5)
+    assert len(updates) == 2, "one UPDATE going offline at the third failure, one for the two after it"

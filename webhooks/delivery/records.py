@@ -201,8 +201,7 @@ def _apply_outcome(writes: presence.EndpointWrites, message: DeliveryMessage, ou
     if outcome.status == "delivered" and presence.needs_update(endpoint, True, now):
         presence.record_success(writes, now)
     if outcome.disable_reason:
-        writes.flush()
-        presence.disable(endpoint, outcome.disable_reason, now)
+        writes.disable(outcome.disable_reason, now)
     elif outcome.status != "delivered":
         summary = outcome.last_error or "failed"
         presence.record_failure(writes, message.delivery_id, summary, outcome.counts_as_failure, offline_after, now)

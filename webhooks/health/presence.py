@@ -43,6 +43,17 @@ class EndpointWrites:
             Endpoint.update(**self.columns).where(Endpoint.id == self.endpoint.id).execute()
             self.columns = {}
 
+    def change(self, to_state: str, reason: str, now: datetime, **columns: Any) -> None:
+        """``change``, writing what was set and not yet written in the same UPDATE (a later
+        ``flush`` must never write older values over the change's)."""
+        pending, self.columns = self.columns, {}
+        change(self.endpoint, to_state, reason, now, **{**pending, **columns})
+
+    def disable(self, reason: str, now: datetime) -> None:
+        """Stop calling the endpoint; its deliveries park until it is enabled."""
+        if not self.endpoint.disabled:
+            self.change(DISABLED, reason, now, disabled=True, disabled_reason=reason)
+
 
 def _mirror(endpoint: Endpoint, columns: dict[str, Any]) -> None:
     """Make the model say what its row now says."""
@@ -128,9 +139,9 @@ def record_success(writes: EndpointWrites, now: datetime) -> None:
     endpoint = writes.endpoint
     columns = {"consecutive_failures": 0, "failing_since": None, "last_success_at": now}
     if endpoint.health == OFFLINE and not endpoint.disabled:
-        writes.flush()
         state = RECOVERING if has_parked(endpoint.id) else ONLINE
-        change(endpoint, state, "an attempt succeeded", now, health=state, offline_since=None, probe_delivery_id=None, **columns)
+        writes.change(state, "an attempt succeeded", now, health=state, offline_since=None, probe_delivery_id=None,
+                      **columns)
     else:
         writes.set(**columns)
 
@@ -144,19 +155,16 @@ def record_failure(writes: EndpointWrites, delivery_id: str, summary: str, count
     failures = endpoint.consecutive_failures + 1
     columns = {"consecutive_failures": failures, "failing_since": endpoint.failing_since or now}
     if endpoint.health != OFFLINE and not endpoint.disabled and failures >= threshold:
-        writes.flush()
         reason = f"{failures} consecutive failures, the last: {summary}"
         probe = oldest_unfinished(endpoint.id) or delivery_id
-        change(endpoint, OFFLINE, reason, now, health=OFFLINE, offline_since=now, probe_delivery_id=probe, **columns)
+        writes.change(OFFLINE, reason, now, health=OFFLINE, offline_since=now, probe_delivery_id=probe, **columns)
     else:
         writes.set(**columns)
 
 
 def disable(endpoint: Endpoint, reason: str, now: datetime) -> None:
     """Stop calling ``endpoint``; its deliveries park until it is enabled."""
-    if endpoint.disabled:
-        return
-    change(endpoint, DISABLED, reason, now, disabled=True, disabled_reason=reason)
+    EndpointWrites(endpoint).disable(reason, now)
 
 
 def enable(endpoint: Endpoint, now: datetime) -> None:
