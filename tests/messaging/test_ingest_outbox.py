@@ -307,6 +307,34 @@ def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_the_round_bei
     assert len(express.batches) == 1
 
 
+def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_the_round_threads_mark(
+    app: Flask, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A mark of a flood's confirmed messages waits for the rows the workers hold; nothing else
+    # is queued then, yet a message queued for the round thread would wait for the mark to end.
+    from webhooks.messaging import enqueuer as module
+
+    marking, release = threading.Event(), threading.Event()
+    monkeypatch.setattr(module, "mark_enqueued", lambda messages: (marking.set(), release.wait(10)))
+    publisher, express = RecordingPublisher(), RecordingPublisher()
+    enqueuer = BackgroundEnqueuer(publisher, settings.topology, spacing=0.0, mark_every=0.0,  # type: ignore[arg-type]
+                                  express_publisher=express)  # type: ignore[arg-type]
+
+    def message(tenant: str, n: int) -> DeliveryMessage:
+        return DeliveryMessage(f"dlv_{tenant}_{n}", f"evt_{n}", "ep_1", tenant, "order.created", "t", {"n": n})
+
+    enqueuer.submit([message("ten_a", 0)])  # published, then its mark is held
+    assert marking.wait(5)
+    enqueuer.submit([message("ten_b", 0)])
+    wait_until(lambda: len(express.batches) == 1, timeout=5)
+
+    assert [[DeliveryMessage.decode(body, headers).delivery_id for _, body, headers in batch]
+            for batch in express.batches] == [["dlv_ten_b_0"]]
+    release.set()
+    assert enqueuer.wait_idle(10)
+    assert len(publisher.batches) == 1
+
+
 @pytest.mark.postgresql  # SQLite has one writer at a time
 def test_a_mark_locks_its_deliveries_in_id_order_whatever_order_they_lie_in_the_table(
     client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings, postgres_database: str

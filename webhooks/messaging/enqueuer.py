@@ -73,10 +73,12 @@ class BackgroundEnqueuer:
 
     With an ``express_publisher`` (a second connection), a tenant's request does not wait
     for another tenant's round either: while other tenants' messages are being published or
-    wait for the next round, the messages of a tenant with nothing else waiting here go at
-    once from a second thread, one request's at a time (the way the worker's claims do),
-    and are marked at once. Under a flood of 200-event batches a round takes tens of
-    milliseconds, and up to hundreds while the process's request threads hold the GIL.
+    marked, or wait for the next round, the messages of a tenant with nothing else waiting
+    here go at once from a second thread, one request's at a time (the way the worker's
+    claims do), and are marked at once. Under a flood of 200-event batches a round takes
+    tens of milliseconds, and up to hundreds while the process's request threads hold the
+    GIL; a mark of a flood's confirmed messages waits for the rows the workers are claiming,
+    and took up to 1.6 s in the flood benchmark, with a lone tenant's event queued behind it.
     """
 
     def __init__(self, publisher: Publisher, topology: Topology, batch: int = 500, spacing: float = 0.005,
@@ -96,9 +98,11 @@ class BackgroundEnqueuer:
         #: The thread's own: what its rounds published and the broker confirmed, to mark; its last mark.
         self._confirmed: list[DeliveryMessage] = []
         self._last_mark = float("-inf")
-        #: Guarded by ``_done``: messages of each tenant not handled yet; is an express publish under way.
+        #: Guarded by ``_done``: messages of each tenant not handled yet; is an express publish under
+        #: way; is the round thread publishing or marking (a message queued now would wait for it).
         self._pending: Counter[str] = Counter()
         self._express_busy = False
+        self._round_busy = False
 
     def submit(self, messages: Sequence[DeliveryMessage]) -> None:
         if not messages:
@@ -108,8 +112,8 @@ class BackgroundEnqueuer:
         with self._done:
             # Only behind others' work (a round under way, or messages queued for the next one), and
             # never ahead of the tenant's own messages still waiting here (they keep their order).
-            express = (self.express_publisher is not None and self._unhandled > 0 and not self._express_busy
-                       and not any(self._pending[tenant] for tenant in tenants))
+            express = (self.express_publisher is not None and (self._unhandled > 0 or self._round_busy)
+                       and not self._express_busy and not any(self._pending[tenant] for tenant in tenants))
             self._unhandled += len(messages)
             self._pending.update(tenants)
             self._express_busy = self._express_busy or express
@@ -138,7 +142,8 @@ class BackgroundEnqueuer:
                 self._queue = TurnQueue(_tenant_of)  # whatever the parent had queued is the parent's
                 self._express = queue.SimpleQueue()
                 with self._done:
-                    self._unhandled, self._unmarked, self._pending, self._express_busy = 0, 0, Counter(), False
+                    self._unhandled, self._unmarked, self._pending = 0, 0, Counter()
+                    self._express_busy = self._round_busy = False
                 self._confirmed, self._last_mark = [], float("-inf")
                 threading.Thread(target=self._run, name="enqueuer", daemon=True).start()
                 if self.express_publisher is not None:
@@ -162,15 +167,23 @@ class BackgroundEnqueuer:
     def _run(self) -> None:
         while True:
             messages = self._next_batch()
-            if messages:
-                self._last_batch_start = time.monotonic()
-                confirmed = self._publish_only(messages)
-                self._confirmed += confirmed
-                with self._done:
-                    self._unmarked += len(confirmed)
-                self._handled(messages)
-            if self._confirmed and time.monotonic() - self._last_mark >= self.mark_every:
-                self._mark()
+            self._set_round_busy(True)
+            try:
+                if messages:
+                    self._last_batch_start = time.monotonic()
+                    confirmed = self._publish_only(messages)
+                    self._confirmed += confirmed
+                    with self._done:
+                        self._unmarked += len(confirmed)
+                    self._handled(messages)
+                if self._confirmed and time.monotonic() - self._last_mark >= self.mark_every:
+                    self._mark()
+            finally:
+                self._set_round_busy(False)
+
+    def _set_round_busy(self, busy: bool) -> None:
+        with self._done:
+            self._round_busy = busy
 
     def _publish_only(self, messages: list[DeliveryMessage]) -> list[DeliveryMessage]:
         """Publish a round; the messages the broker confirmed (the mark comes later, ``_mark``)."""
