@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhooks.delivery.lanes import Lanes
+from webhooks.delivery.lanes import SHARE_WINDOW_SECONDS, Lanes
 from webhooks.delivery.window import Signal
 from webhooks.messaging.messages import DeliveryMessage
 
@@ -206,7 +206,7 @@ def test_a_done_claim_lets_its_tenant_hand_out_one_more_and_its_lanes_keep_their
 
 
 def test_a_flooding_tenant_keeps_to_its_share_of_the_quick_budget_and_another_tenant_goes_out_at_once() -> None:
-    lanes = Lanes(ceiling=128, quick_budget=4)  # a tenant's share: 2
+    lanes = Lanes(ceiling=128, quick_budget=4, shared_quick_budget=2)  # a tenant's share: 2, alone or not
     quick_lane(lanes, "ten_a", "ep_a1", 50)
     quick_lane(lanes, "ten_a", "ep_a2", 50, start_tag=100)
     flood = [lanes.next_ready(0.0) for _ in range(2)]
@@ -245,3 +245,39 @@ def test_a_settled_delivery_frees_its_place_under_the_cap_for_the_next_tenant_in
     after = lanes.next_ready(0.0)
     assert after is not None and after.message.delivery_id == "dlv_ep_a_1"
     assert lanes.under_way == 2
+
+
+def test_a_tenant_alone_uses_its_whole_share_and_while_another_is_active_only_the_shared_one() -> None:
+    lanes = Lanes(ceiling=128, quick_budget=16, tenant_quick_budget=8, shared_quick_budget=2)
+    quick_lane(lanes, "ten_a", "ep_a", 100)
+    alone = [lanes.next_ready(0.0) for _ in range(8)]
+    assert None not in alone and lanes.next_ready(0.0) is None  # alone: its whole share, 8
+
+    quick_lane(lanes, "ten_b", "ep_b", 1, start_tag=1000)
+    b = lanes.next_ready(0.1)  # room in the budget: out at once, and b is now active
+    assert b is not None and b.lane.tenant_id == "ten_b"
+    for held in alone[:6]:  # six of a's end: 2 under way, as many as a may have while b is active
+        assert held is not None
+        lanes.settled(held, now=0.2)
+    assert lanes.next_ready(0.2) is None and lanes.quick_by_tenant["ten_a"] == 2
+
+    assert alone[6] is not None
+    lanes.settled(alone[6], now=0.3)  # one more ends: one may start
+    again = lanes.next_ready(0.3)
+    assert again is not None and again.lane.tenant_id == "ten_a" and lanes.next_ready(0.3) is None
+
+
+def test_a_tenant_gets_its_whole_share_back_once_the_other_has_been_quiet_for_the_share_window() -> None:
+    lanes = Lanes(ceiling=128, quick_budget=16, tenant_quick_budget=8, shared_quick_budget=2)
+    quick_lane(lanes, "ten_b", "ep_b", 1, start_tag=1000)
+    assert lanes.next_ready(0.0) is not None  # b's one delivery
+    quick_lane(lanes, "ten_a", "ep_a", 100)
+    first = [lanes.next_ready(0.5), lanes.next_ready(0.5)]
+    assert None not in first and lanes.next_ready(0.5) is None  # b was active half a second ago
+
+    later = SHARE_WINDOW_SECONDS + 0.1
+    assert first[0] is not None
+    lanes.settled(first[0], now=later)
+    taken = [held for held in (lanes.next_ready(later) for _ in range(10)) if held is not None]
+
+    assert len(taken) == 7 and lanes.quick_by_tenant["ten_a"] == 8

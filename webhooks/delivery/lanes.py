@@ -28,6 +28,16 @@ are done; a lane of a tenant at either limit is held back, out of turn, until on
 its tenant's claims or deliveries is over. A flood therefore never takes every slot,
 and another tenant's message is handed out the moment it arrives, into the next claim
 batch, instead of when the flood's next batch ends.
+
+Handed out is not yet done: the other tenant's delivery then takes its turns in the
+event loop beside every one of the flood's under way (Little's law: the time each waits
+is the work under way over the rate it is done). So, as the web tier does with its
+requests (``webhooks.api.admission``), a tenant's share shrinks while it is not alone:
+while another tenant has had a delivery handed out here within ``SHARE_WINDOW_SECONDS``,
+a tenant may have ``shared_quick_budget`` quick deliveries under way (an eighth of the
+budget unless told). A tenant alone keeps its whole share, so a single tenant's
+throughput is as before; a flood shares the process with a trickle at a fraction of the
+work under way, and the trickle's delivery waits for a fraction of the loop's queue.
 """
 
 from __future__ import annotations
@@ -41,6 +51,10 @@ from webhooks.delivery.window import Window
 #: An endpoint whose fastest recent answer came within this many seconds is a quick one
 #: (so is one not measured yet): its deliveries under way count against ``quick_budget``.
 QUICK_SECONDS = 0.1
+
+#: A tenant counts as active for this many seconds after a delivery of its was handed out:
+#: while another one is, a tenant's quick deliveries under way are held to ``shared_quick_budget``.
+SHARE_WINDOW_SECONDS = 1.0
 from webhooks.messaging.messages import DeliveryMessage
 
 
@@ -159,7 +173,8 @@ class Lanes:
     """Every lane of this process and the round-robin over them."""
 
     def __init__(self, ceiling: int, quick_budget: int = 128, claims_ahead: int = 256,
-                 tenant_quick_budget: int | None = None, max_under_way: int | None = None) -> None:
+                 tenant_quick_budget: int | None = None, max_under_way: int | None = None,
+                 shared_quick_budget: int | None = None) -> None:
         self.ceiling = ceiling
         self.lanes: dict[str, Lane] = {}
         #: Messages waiting in every lane (not in flight).
@@ -174,6 +189,11 @@ class Lanes:
         #: free, so another tenant's message goes out at once instead of when a slot frees.
         self.tenant_quick_budget = max(1, tenant_quick_budget or self.quick_budget // 2)
         self.quick_by_tenant: dict[str, int] = {}
+        #: ... and how many while another tenant is active (an eighth of the budget unless told).
+        self.shared_quick_budget = min(self.tenant_quick_budget, max(1, shared_quick_budget or self.quick_budget // 8))
+        #: The two tenants with the latest hand-outs, and when (the latest first): enough to tell
+        #: whether any tenant other than a given one is active.
+        self._recent: list[tuple[str, float]] = []
         #: How many of one tenant's messages may be handed out before their claim is done, and
         #: how many are, by tenant. Per tenant, not in all: a flood's claims wait in the
         #: database batches, and another tenant's message goes straight to the next batch.
@@ -238,7 +258,7 @@ class Lanes:
             tenant_id = lane.tenant_id
             claiming = self.claiming.get(tenant_id, 0)
             tenant_quick = self.quick_by_tenant.get(tenant_id, 0) if quick else 0
-            if claiming >= self.claims_ahead or tenant_quick >= self.tenant_quick_budget:
+            if claiming >= self.claims_ahead or (quick and tenant_quick >= self.quick_share(tenant_id, now)):
                 self._held_back.setdefault(tenant_id, []).append(lane)  # ready stays set
                 continue
             lane.ready = False
@@ -252,8 +272,25 @@ class Lanes:
                 self.quick_by_tenant[tenant_id] = tenant_quick + 1
             self.claiming[tenant_id] = claiming + 1
             self.under_way += 1
+            self._active(tenant_id, now)
             self.wake(lane, now)  # to the back of its tenant's turn, if it can send again
             return held
+
+    def quick_share(self, tenant_id: str, now: float) -> int:
+        """How many quick deliveries ``tenant_id`` may have under way now: its whole share alone,
+        ``shared_quick_budget`` while another tenant is active."""
+        for other, at in self._recent:
+            if other != tenant_id:
+                return self.shared_quick_budget if now - at < SHARE_WINDOW_SECONDS else self.tenant_quick_budget
+        return self.tenant_quick_budget
+
+    def _active(self, tenant_id: str, now: float) -> None:
+        """``tenant_id`` had a delivery handed out at ``now``."""
+        recent = self._recent
+        if recent and recent[0][0] == tenant_id:
+            recent[0] = (tenant_id, now)
+        else:
+            self._recent = [(tenant_id, now), *recent[:1]]
 
     def claimed(self, held: Held, now: float) -> None:
         """The claim of a message handed out by ``next_ready`` is done (whatever its outcome):
