@@ -1,8 +1,8 @@
 """Logging: one line per event of interest, ``key=value`` ids in the message, to stderr.
 
 A worker logs a line per attempt, so a line's cost counts: with the standard library's
-defaults one took 25-35 us of CPU here, a tenth of a delivery's cost in the worker. Half
-of it was gathering what ``FORMAT`` never prints (the caller's file and line, found by
+defaults one took 16-29 us of CPU here, 5-10 % of what a delivery costs the worker. About
+40 % of that was gathering what ``FORMAT`` never prints (the caller's file and line, found by
 walking the stack; the thread, process and task names) and formatting the time from
 scratch for every line. ``configure`` turns that gathering off, as the logging HOWTO's
 "Optimization" section describes, and the formatter reuses the time's text within a

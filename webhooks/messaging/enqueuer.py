@@ -110,7 +110,7 @@ class BackgroundEnqueuer:
         self._ensure_thread()
         tenants = Counter(message.tenant_id for message in messages)
         with self._done:
-            # Only behind others' work (a round under way, or messages queued for the next one), and
+            # Only behind others' work (a round being published or marked, or messages queued for the next one), and
             # never ahead of the tenant's own messages still waiting here (they keep their order).
             express = (self.express_publisher is not None and (self._unhandled > 0 or self._round_busy)
                        and not self._express_busy and not any(self._pending[tenant] for tenant in tenants))
