@@ -281,3 +281,15 @@ def test_a_tenant_gets_its_whole_share_back_once_the_other_has_been_quiet_for_th
     taken = [held for held in (lanes.next_ready(later) for _ in range(10)) if held is not None]
 
     assert len(taken) == 7 and lanes.quick_by_tenant["ten_a"] == 8
+
+
+def test_a_tenant_with_only_slow_deliveries_does_not_shrink_another_tenants_share() -> None:
+    lanes = Lanes(ceiling=128, quick_budget=16, tenant_quick_budget=8, shared_quick_budget=2)
+    slow_lane(lanes, "ten_b", "ep_slow", 10, start_tag=1000)
+    quick_lane(lanes, "ten_a", "ep_a", 100)
+
+    taken = [held for held in (lanes.next_ready(0.0) for _ in range(20)) if held is not None]
+
+    slow = [held for held in taken if held.lane.tenant_id == "ten_b"]
+    assert len(slow) == 10 and not any(held.quick for held in slow)
+    assert lanes.quick_by_tenant == {"ten_a": 8}  # its whole share, as if alone

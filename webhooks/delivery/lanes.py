@@ -33,9 +33,11 @@ Handed out is not yet done: the other tenant's delivery then takes its turns in 
 event loop beside every one of the flood's under way (Little's law: the time each waits
 is the work under way over the rate it is done). So, as the web tier does with its
 requests (``webhooks.api.admission``), a tenant's share shrinks while it is not alone:
-while another tenant has had a delivery handed out here within ``SHARE_WINDOW_SECONDS``,
-a tenant may have ``shared_quick_budget`` quick deliveries under way (an eighth of the
-budget unless told). A tenant alone keeps its whole share, so a single tenant's
+while another tenant has had a quick delivery handed out here within
+``SHARE_WINDOW_SECONDS``, a tenant may have ``shared_quick_budget`` quick deliveries under
+way (an eighth of the budget unless told). Only quick deliveries count as activity: a
+call that waits seconds for its receiver hardly notices a loop running late, and a
+tenant with slow endpoints is nearly always about. A tenant alone keeps its whole share, so a single tenant's
 throughput is as before; a flood shares the process with a trickle at a fraction of the
 work under way, and the trickle's delivery waits for a fraction of the loop's queue. The
 flood pays for it: its claim and record batches are smaller, and in the flood benchmark
@@ -55,7 +57,7 @@ from webhooks.messaging.messages import DeliveryMessage
 #: (so is one not measured yet): its deliveries under way count against ``quick_budget``.
 QUICK_SECONDS = 0.1
 
-#: A tenant counts as active for this many seconds after a delivery of its was handed out:
+#: A tenant counts as active for this many seconds after a quick delivery of its was handed out:
 #: while another one is, a tenant's quick deliveries under way are held to ``shared_quick_budget``.
 SHARE_WINDOW_SECONDS = 1.0
 
@@ -274,7 +276,8 @@ class Lanes:
                 self.quick_by_tenant[tenant_id] = tenant_quick + 1
             self.claiming[tenant_id] = claiming + 1
             self.under_way += 1
-            self._active(tenant_id, now)
+            if quick:
+                self._active(tenant_id, now)
             self.wake(lane, now)  # to the back of its tenant's turn, if it can send again
             return held
 
@@ -287,7 +290,7 @@ class Lanes:
         return self.tenant_quick_budget
 
     def _active(self, tenant_id: str, now: float) -> None:
-        """``tenant_id`` had a delivery handed out at ``now``."""
+        """``tenant_id`` had a quick delivery handed out at ``now``."""
         recent = self._recent
         if recent and recent[0][0] == tenant_id:
             recent[0] = (tenant_id, now)
