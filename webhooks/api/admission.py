@@ -33,14 +33,13 @@ from typing import Any, Callable, Iterable
 
 from flask import Flask
 
+from webhooks.tenant_share import SHARE_WINDOW_SECONDS, RecentTenants, count_down
+
 #: Seconds a refused client should wait: a slot frees as soon as one of its requests ends.
 RETRY_AFTER = 1.0
 
 #: Seconds a tenant's last admitted request counts it as active: while another tenant is, a tenant runs one at a time.
-SHARE_WINDOW = 1.0
-
-#: Tenants remembered as recently active before the stale ones are dropped.
-_SEEN_PRUNE_AT = 64
+SHARE_WINDOW = SHARE_WINDOW_SECONDS
 
 #: environ key of the request's ``Slot``.
 SLOT = "webhooks.admission.slot"
@@ -69,7 +68,7 @@ class ConcurrencyLimit:
         self._clock = clock
         self._counts: dict[str, int] = {}
         self._running: dict[str, int] = {}
-        self._seen: dict[str, float] = {}  # tenant -> when it last had a request admitted
+        self._seen = RecentTenants(SHARE_WINDOW)  # tenants with a request admitted lately
         self._lock = threading.Lock()
         self._turn = threading.Condition(self._lock)
 
@@ -80,16 +79,13 @@ class ConcurrencyLimit:
             if count >= self.limit:
                 return False
             self._counts[tenant_id] = count + 1
-            now = self._clock()
-            self._seen[tenant_id] = now
-            if len(self._seen) > _SEEN_PRUNE_AT:
-                self._seen = {t: at for t, at in self._seen.items() if now - at <= SHARE_WINDOW}
+            self._seen.seen(tenant_id, self._clock())
             return True
 
     def leave(self, tenant_id: str) -> None:
         """One request of ``tenant_id`` ended (a tenant with none left is forgotten)."""
         with self._lock:
-            _count_down(self._counts, tenant_id)
+            count_down(self._counts, tenant_id)
 
     def run(self, tenant_id: str) -> None:
         """Block until one more admitted request of ``tenant_id`` may run (``share``), and count it."""
@@ -100,15 +96,13 @@ class ConcurrencyLimit:
     def stop_running(self, tenant_id: str) -> None:
         """A running request of ``tenant_id`` ended: the next of its admitted requests may run."""
         with self._turn:
-            _count_down(self._running, tenant_id)
+            count_down(self._running, tenant_id)
             self._turn.notify_all()
 
     def share(self, tenant_id: str) -> int:
         """Requests ``tenant_id`` may run at once: ``limit`` alone, 1 while another tenant is active.
         Called with the lock held."""
-        now = self._clock()
-        others = any(now - at <= SHARE_WINDOW for tenant, at in self._seen.items() if tenant != tenant_id)
-        return 1 if others else self.limit
+        return 1 if self._seen.others_active(tenant_id, self._clock()) else self.limit
 
     def in_progress(self, tenant_id: str) -> int:
         with self._lock:
@@ -119,14 +113,6 @@ class ConcurrencyLimit:
         with self._lock:
             return len(self._counts)
 
-
-def _count_down(counts: dict[str, int], tenant_id: str) -> None:
-    """One less for ``tenant_id``; a tenant at zero is dropped."""
-    count = counts.get(tenant_id, 0) - 1
-    if count > 0:
-        counts[tenant_id] = count
-    else:
-        counts.pop(tenant_id, None)
 
 
 class Slot:

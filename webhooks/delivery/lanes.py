@@ -52,14 +52,12 @@ from typing import Any, Iterator
 
 from webhooks.delivery.window import Window
 from webhooks.messaging.messages import DeliveryMessage
+from webhooks.tenant_share import SHARE_WINDOW_SECONDS, RecentTenants, count_down
 
 #: An endpoint whose fastest recent answer came within this many seconds is a quick one
 #: (so is one not measured yet): its deliveries under way count against ``quick_budget``.
 QUICK_SECONDS = 0.1
 
-#: A tenant counts as active for this many seconds after a quick delivery of its was handed out:
-#: while another one is, a tenant's quick deliveries under way are held to ``shared_quick_budget``.
-SHARE_WINDOW_SECONDS = 1.0
 
 
 @dataclass(eq=False)
@@ -195,9 +193,8 @@ class Lanes:
         self.quick_by_tenant: dict[str, int] = {}
         #: ... and how many while another tenant is active (an eighth of the budget unless told).
         self.shared_quick_budget = min(self.tenant_quick_budget, max(1, shared_quick_budget or self.quick_budget // 8))
-        #: The two tenants with the latest hand-outs, and when (the latest first): enough to tell
-        #: whether any tenant other than a given one is active.
-        self._recent: list[tuple[str, float]] = []
+        #: Tenants with quick deliveries handed out within ``SHARE_WINDOW_SECONDS``.
+        self._recent = RecentTenants(SHARE_WINDOW_SECONDS)
         #: How many of one tenant's messages may be handed out before their claim is done, and
         #: how many are, by tenant. Per tenant, not in all: a flood's claims wait in the
         #: database batches, and another tenant's message goes straight to the next batch.
@@ -277,31 +274,20 @@ class Lanes:
             self.claiming[tenant_id] = claiming + 1
             self.under_way += 1
             if quick:
-                self._active(tenant_id, now)
+                self._recent.seen(tenant_id, now)
             self.wake(lane, now)  # to the back of its tenant's turn, if it can send again
             return held
 
     def quick_share(self, tenant_id: str, now: float) -> int:
         """How many quick deliveries ``tenant_id`` may have under way now: its whole share alone,
         ``shared_quick_budget`` while another tenant is active."""
-        for other, at in self._recent:
-            if other != tenant_id:
-                return self.shared_quick_budget if now - at < SHARE_WINDOW_SECONDS else self.tenant_quick_budget
-        return self.tenant_quick_budget
-
-    def _active(self, tenant_id: str, now: float) -> None:
-        """``tenant_id`` had a quick delivery handed out at ``now``."""
-        recent = self._recent
-        if recent and recent[0][0] == tenant_id:
-            recent[0] = (tenant_id, now)
-        else:
-            self._recent = [(tenant_id, now), *recent[:1]]
+        return self.shared_quick_budget if self._recent.others_active(tenant_id, now) else self.tenant_quick_budget
 
     def claimed(self, held: Held, now: float) -> None:
         """The claim of a message handed out by ``next_ready`` is done (whatever its outcome):
         its tenant may have one more handed out; lanes held back for it take their turns again."""
         tenant_id = held.lane.tenant_id
-        _count_down(self.claiming, tenant_id)
+        count_down(self.claiming, tenant_id)
         self._release(tenant_id, now)
 
     def _release(self, tenant_id: str, now: float) -> None:
@@ -316,7 +302,7 @@ class Lanes:
         if held.quick:
             held.quick = False
             self.quick_under_way -= 1
-            _count_down(self.quick_by_tenant, held.lane.tenant_id)
+            count_down(self.quick_by_tenant, held.lane.tenant_id)
             self._release(held.lane.tenant_id, now)
 
     def take_newest(self, lane: Lane, count: int) -> list[Held]:
@@ -382,10 +368,3 @@ class Lanes:
                 "quick_under_way": self.quick_under_way, "claiming": sum(self.claiming.values()),
                 "in_flight": sum(lane.window.in_flight for lane in self.lanes.values())}
 
-
-def _count_down(counts: dict[str, int], key: str) -> None:
-    left = counts.get(key, 0) - 1
-    if left > 0:
-        counts[key] = left
-    else:
-        counts.pop(key, None)
