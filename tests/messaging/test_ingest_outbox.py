@@ -335,6 +335,39 @@ def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_the_round_thr
     assert len(publisher.batches) == 1
 
 
+def test_a_tenant_s_message_queued_behind_its_express_publish_reaches_the_broker_after_it(
+    app: Flask, settings: Settings
+) -> None:
+    publisher, express = GatedPublisher(), GatedPublisher()
+    enqueuer = BackgroundEnqueuer(publisher, settings.topology, spacing=0.0, express_publisher=express)  # type: ignore[arg-type]
+    arrived: list[str] = []  # every message, in the order the broker confirmed it
+    for gated in (publisher, express):
+        confirm = gated.publish
+
+        def publish(messages: Sequence[Outgoing], confirm: Any = confirm) -> int:
+            count = confirm(messages)
+            arrived.extend(DeliveryMessage.decode(body, headers).delivery_id for _, body, headers in messages)
+            return count
+        gated.publish = publish  # type: ignore[method-assign]
+
+    def message(tenant: str, n: int) -> DeliveryMessage:
+        return DeliveryMessage(f"dlv_{tenant}_{n}", f"evt_{n}", "ep_1", tenant, "order.created", "t", {"n": n})
+
+    enqueuer.submit([message("ten_a", 0)])  # a round of tenant a, held by the broker
+    assert publisher.entered.wait(5)
+    enqueuer.submit([message("ten_b", 0)])  # b has nothing waiting: out at once, held too
+    assert express.entered.wait(5)
+    enqueuer.submit([message("ten_b", 1)])  # b's first is under way: its second queues for the round
+    publisher.release.set()
+    with pytest.raises(AssertionError):  # the round goes on with a's, then waits for b's express confirm
+        wait_until(lambda: len(publisher.batches) > 1, timeout=1)
+    assert arrived == ["dlv_ten_a_0"]
+
+    express.release.set()
+    assert enqueuer.wait_idle(10)
+    assert arrived == ["dlv_ten_a_0", "dlv_ten_b_0", "dlv_ten_b_1"]
+
+
 @pytest.mark.postgresql  # SQLite has one writer at a time
 def test_a_mark_locks_its_deliveries_in_id_order_whatever_order_they_lie_in_the_table(
     client: FlaskClient, headers: dict[str, str], app: Flask, settings: Settings, postgres_database: str

@@ -17,7 +17,7 @@ from typing import Sequence
 from flask import Flask
 
 from webhooks.messaging.messages import DeliveryMessage
-from webhooks.messaging.outbox import enqueue, mark_enqueued, publish_messages
+from webhooks.messaging.outbox import mark_enqueued, publish_messages
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
 from webhooks.messaging.turns import TurnQueue
@@ -37,6 +37,9 @@ def init_app(app: Flask, amqp_url: str, publish_timeout: float, topology: Topolo
 
 #: The thread marks what the broker confirmed at most this often (seconds), in one statement.
 MARK_EVERY_SECONDS = 0.2
+
+#: The longest a round waits for an express publish of one of its tenants to be confirmed (seconds).
+EXPRESS_WAIT_SECONDS = 10.0
 
 
 def _tenant_of(message: DeliveryMessage) -> str:
@@ -79,6 +82,8 @@ class BackgroundEnqueuer:
     tens of milliseconds, and up to hundreds while the process's request threads hold the
     GIL; a mark of a flood's confirmed messages waits for the rows the workers are claiming,
     and took up to 1.6 s in the flood benchmark, with a lone tenant's event queued behind it.
+    A tenant's messages reach the broker in the order they were submitted: its next message
+    queues for the round, and the round waits for the express publish's confirms first.
     """
 
     def __init__(self, publisher: Publisher, topology: Topology, batch: int = 500, spacing: float = 0.005,
@@ -103,6 +108,8 @@ class BackgroundEnqueuer:
         self._pending: Counter[str] = Counter()
         self._express_busy = False
         self._round_busy = False
+        #: Guarded by ``_done``: the tenants of the express publish whose confirms are awaited.
+        self._express_tenants: frozenset[str] = frozenset()
 
     def submit(self, messages: Sequence[DeliveryMessage]) -> None:
         if not messages:
@@ -117,6 +124,8 @@ class BackgroundEnqueuer:
             self._unhandled += len(messages)
             self._pending.update(tenants)
             self._express_busy = self._express_busy or express
+            if express:
+                self._express_tenants = frozenset(tenants)
         if express:
             self._express.put(list(messages))
             return
@@ -144,6 +153,7 @@ class BackgroundEnqueuer:
                 with self._done:
                     self._unhandled, self._unmarked, self._pending = 0, 0, Counter()
                     self._express_busy = self._round_busy = False
+                    self._express_tenants = frozenset()
                 self._confirmed, self._last_mark = [], float("-inf")
                 threading.Thread(target=self._run, name="enqueuer", daemon=True).start()
                 if self.express_publisher is not None:
@@ -170,8 +180,9 @@ class BackgroundEnqueuer:
             self._set_round_busy(True)
             try:
                 if messages:
+                    self._after_express_of(messages)
                     self._last_batch_start = time.monotonic()
-                    confirmed = self._publish_only(messages)
+                    confirmed = self._publish_only(self.publisher, messages)
                     self._confirmed += confirmed
                     with self._done:
                         self._unmarked += len(confirmed)
@@ -185,10 +196,22 @@ class BackgroundEnqueuer:
         with self._done:
             self._round_busy = busy
 
-    def _publish_only(self, messages: list[DeliveryMessage]) -> list[DeliveryMessage]:
-        """Publish a round; the messages the broker confirmed (the mark comes later, ``_mark``)."""
+    def _after_express_of(self, messages: list[DeliveryMessage]) -> None:
+        """Wait until the broker has confirmed an express publish of these messages' tenants.
+
+        A tenant's message that comes while its express publish is under way queues for the
+        round; published before the express one was confirmed, it could reach the queue first.
+        An express publish ends within its publisher's timeouts, failed or not; should one hang
+        longer than ``EXPRESS_WAIT_SECONDS``, the round goes out rather than wait with the others.
+        """
+        tenants = {message.tenant_id for message in messages}
+        with self._done:
+            self._done.wait_for(lambda: not self._express_tenants & tenants, EXPRESS_WAIT_SECONDS)
+
+    def _publish_only(self, publisher: Publisher, messages: list[DeliveryMessage]) -> list[DeliveryMessage]:
+        """Publish; the messages the broker confirmed (they are marked later)."""
         try:
-            return messages[:publish_messages(self.publisher, self.topology, messages)]
+            return messages[:publish_messages(publisher, self.topology, messages)]
         except Exception:  # noqa: BLE001 - the relay covers anything left unmarked
             log.exception("background publish of %d messages failed; the relay will publish them", len(messages))
             return []
@@ -198,9 +221,7 @@ class BackgroundEnqueuer:
         confirmed, self._confirmed = self._confirmed, []
         self._last_mark = time.monotonic()
         try:
-            mark_enqueued(confirmed)
-        except Exception:  # noqa: BLE001 - unmarked, they are published again by the relay: duplicates, no loss
-            log.exception("marking %d published messages failed; the relay will publish them again", len(confirmed))
+            _mark_now(confirmed)
         finally:
             with self._done:
                 self._unmarked -= len(confirmed)
@@ -215,13 +236,20 @@ class BackgroundEnqueuer:
             except queue.Empty:
                 release_connection()
                 messages = self._express.get()
-            self._publish(self.express_publisher, messages)
+            confirmed = self._publish_only(self.express_publisher, messages)
+            with self._done:
+                self._express_tenants = frozenset()
+                self._done.notify_all()
+            if confirmed:
+                _mark_now(confirmed)
             with self._done:
                 self._express_busy = False
             self._handled(messages)
 
-    def _publish(self, publisher: Publisher, messages: list[DeliveryMessage]) -> None:
-        try:
-            enqueue(publisher, self.topology, messages)
-        except Exception:  # noqa: BLE001 - the relay covers anything left unmarked
-            log.exception("background publish of %d messages failed; the relay will publish them", len(messages))
+
+def _mark_now(confirmed: list[DeliveryMessage]) -> None:
+    """Mark published messages; a failure is logged (the relay publishes them again: duplicates, no loss)."""
+    try:
+        mark_enqueued(confirmed)
+    except Exception:  # noqa: BLE001 - unmarked, they are published again by the relay
+        log.exception("marking %d published messages failed; the relay will publish them again", len(confirmed))
