@@ -47,14 +47,19 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "postgresql: a PostgreSQL behaviour (server connections, row locks, the pool, advisory locks): "
         "it runs in the PostgreSQL pass (TEST_DATABASE=postgresql) and is left out of the SQLite one",
     )
+    config.addinivalue_line(
+        "markers", "no_database: touches no database (a broker cluster, the benchmark's receiver): the two "
+        "passes would run it alike, so it runs once, in the PostgreSQL pass",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On SQLite, leave out the tests of PostgreSQL behaviour: ``./dev test`` and CI run them in the
-    PostgreSQL pass."""
+    """On SQLite, leave out the tests of PostgreSQL behaviour and those that touch no database:
+    ``./dev test`` and CI run them in the PostgreSQL pass."""
     if DATABASE_KIND == "postgresql":
         return
-    left_out = [item for item in items if item.get_closest_marker("postgresql") is not None]
+    left_out = [item for item in items
+                if item.get_closest_marker("postgresql") is not None or item.get_closest_marker("no_database") is not None]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item not in left_out]
