@@ -26,7 +26,7 @@ import peewee
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
 from webhooks.storage.db import RELAXED_COMMIT, database, durable_commit, is_postgres, relaxed_commit, retrying, write
-from webhooks.storage.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode, small_batch_name
+from webhooks.storage.pg_prepared import PreparedStatements, small_batch_name
 from webhooks.delivery.endpoint_view import EndpointView
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint
@@ -156,9 +156,8 @@ def _lease_alone(sql: str, params: list[Any], name: str | None) -> list[tuple[An
         return database.execute_sql(f"{RELAXED_COMMIT}; {prepared.sql_for(name, sql) if name else sql}",
                                     params).fetchall()
     except peewee.DatabaseError as error:
-        if name is None or pgcode(error) != INVALID_STATEMENT_NAME:
+        if name is None or not prepared.vanished(error):  # gone: the implicit transaction wrote nothing
             raise
-        prepared.forget()  # gone (``DISCARD ALL``); the implicit transaction wrote nothing
         return database.execute_sql(f"{RELAXED_COMMIT}; {sql}", params).fetchall()
 
 

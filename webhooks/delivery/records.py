@@ -20,7 +20,7 @@ import peewee
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
 from webhooks.storage.db import database, retrying, write
-from webhooks.storage.pg_prepared import INVALID_STATEMENT_NAME, PreparedStatements, pgcode, small_batch_name
+from webhooks.storage.pg_prepared import PreparedStatements, small_batch_name
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Attempt, Delivery, Endpoint
@@ -87,9 +87,8 @@ def _record_prepared(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_a
     try:
         return _record_batch(items, offline_after)
     except peewee.DatabaseError as error:
-        if pgcode(error) != INVALID_STATEMENT_NAME:
+        if not prepared.vanished(error):
             raise
-        prepared.forget()
         return _record_batch(items, offline_after, prepare=False)
 
 

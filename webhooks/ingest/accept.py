@@ -59,7 +59,7 @@ from webhooks.storage.ingest_sql import (
     postgres_read_sql,
 )
 from webhooks.storage.models import Delivery, Event, Tenant
-from webhooks.storage.pg_prepared import INVALID_STATEMENT_NAME, NOT_NULL_VIOLATION, PreparedStatements, pgcode
+from webhooks.storage.pg_prepared import NOT_NULL_VIOLATION, PreparedStatements, pgcode
 from webhooks.storage.timeutil import utcnow
 
 log = logging.getLogger(__name__)
@@ -142,11 +142,9 @@ def _store_postgres(tenant_id: str, items: Sequence[NewEvent], digests: Sequence
             sql, params = f"{delete_keys_sql(POSTGRES, len(expired))}; {sql}", [tenant_id, *expired, *params]
         last = database.execute_sql(sql, params).fetchone()[0]
     except peewee.DatabaseError as error:
-        code = pgcode(error)
-        if code == INVALID_STATEMENT_NAME:
-            prepared.forget()
+        if prepared.vanished(error):
             raise _StatementMissing() from error
-        if code == NOT_NULL_VIOLATION:  # no seq: the tenant is gone or out of tokens; nothing was written
+        if pgcode(error) == NOT_NULL_VIOLATION:  # no seq: the tenant is gone or out of tokens; nothing was written
             raise _NotBumped() from error
         raise
     plan.number(int(last) - len(items) + 1)

@@ -99,3 +99,12 @@ class PreparedStatements:
 
     def forget(self) -> None:
         self._ready.pop(database.connection(), None)
+
+    def vanished(self, error: BaseException) -> bool:
+        """Did ``error`` come from a prepared statement that has vanished (``DISCARD ALL``)? If so,
+        this connection's set is forgotten (prepared again on next use): the statement wrote
+        nothing, so the caller may run it again."""
+        if pgcode(error) != INVALID_STATEMENT_NAME:
+            return False
+        self.forget()
+        return True
