@@ -10,7 +10,9 @@ without tenants at zero.
 
 from __future__ import annotations
 
-from typing import Hashable
+from typing import Hashable, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 #: Seconds a tenant counts as active after it was last seen.
 SHARE_WINDOW_SECONDS = 1.0
@@ -41,7 +43,7 @@ class RecentTenants:
         return False
 
 
-def count_down(counts: dict[Hashable, int], key: Hashable) -> None:
+def count_down(counts: dict[K, int], key: K) -> None:
     """One less for ``key``; a key at zero is dropped."""
     left = counts.get(key, 0) - 1
     if left > 0:

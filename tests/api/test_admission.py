@@ -18,10 +18,11 @@ from werkzeug.test import TestResponse
 from tests.api.test_fast_ingest import views_run
 from tests.api_helpers import HOOK_URL, row_counts
 from tests.concurrency import in_threads
-from webhooks.api.admission import SHARE_WINDOW, SLOT, Admission, ConcurrencyLimit, TooManyConcurrentRequests, admit
+from webhooks.api.admission import SLOT, Admission, ConcurrencyLimit, TooManyConcurrentRequests, admit
 from webhooks.config import Settings
 from webhooks.ingest import accept
 from webhooks.storage.models import Event
+from webhooks.tenant_share import SHARE_WINDOW_SECONDS as SHARE_WINDOW
 
 Auth = Callable[[SimpleNamespace], dict[str, str]]
 

@@ -8,8 +8,8 @@ this process; one more is refused at once (429, ``Retry-After: 1``) before anyth
 written, and the threads it did not get serve the other tenants.
 
 Admitted is not yet running. While another tenant has had a request admitted in this
-process within the last ``SHARE_WINDOW`` seconds, a tenant runs one request at a time here
-and its other admitted requests wait their turn (``ConcurrencyLimit.run``); a tenant alone
+process within the last second (``tenant_share.SHARE_WINDOW_SECONDS``), a tenant runs one
+request at a time here and its other admitted requests wait their turn (``ConcurrencyLimit.run``); a tenant alone
 runs up to ``limit``. A process runs Python one thread at a time (the GIL): a flooding
 tenant's four batches running at once took four shares of it, and another tenant's lone
 event waited behind them at every step in the process (its request, then its publish).
@@ -33,13 +33,10 @@ from typing import Any, Callable, Iterable
 
 from flask import Flask
 
-from webhooks.tenant_share import SHARE_WINDOW_SECONDS, RecentTenants, count_down
+from webhooks.tenant_share import RecentTenants, count_down
 
 #: Seconds a refused client should wait: a slot frees as soon as one of its requests ends.
 RETRY_AFTER = 1.0
-
-#: Seconds a tenant's last admitted request counts it as active: while another tenant is, a tenant runs one at a time.
-SHARE_WINDOW = SHARE_WINDOW_SECONDS
 
 #: environ key of the request's ``Slot``.
 SLOT = "webhooks.admission.slot"
@@ -68,7 +65,7 @@ class ConcurrencyLimit:
         self._clock = clock
         self._counts: dict[str, int] = {}
         self._running: dict[str, int] = {}
-        self._seen = RecentTenants(SHARE_WINDOW)  # tenants with a request admitted lately
+        self._seen = RecentTenants()  # tenants with a request admitted lately
         self._lock = threading.Lock()
         self._turn = threading.Condition(self._lock)
 
@@ -112,7 +109,6 @@ class ConcurrencyLimit:
         """How many tenants have a request in progress (tenants with none are not kept)."""
         with self._lock:
             return len(self._counts)
-
 
 
 class Slot:

@@ -59,7 +59,6 @@ from webhooks.tenant_share import SHARE_WINDOW_SECONDS, RecentTenants, count_dow
 QUICK_SECONDS = 0.1
 
 
-
 @dataclass(eq=False)
 class Held:
     """One message in this process: in a lane, then in flight, until it is settled."""
@@ -367,4 +366,3 @@ class Lanes:
         return {"lanes": len(self.lanes), "held": self.held, "under_way": self.under_way,
                 "quick_under_way": self.quick_under_way, "claiming": sum(self.claiming.values()),
                 "in_flight": sum(lane.window.in_flight for lane in self.lanes.values())}
-

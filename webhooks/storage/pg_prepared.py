@@ -66,8 +66,8 @@ class PreparedStatements:
 
     A statement is prepared only outside a transaction (a failed PREPARE inside one
     would abort it), on first use per connection; prepared statements live as long as
-    their connection. If one has vanished (``DISCARD ALL``), the caller forgets the
-    connection's set and tries again.
+    their connection. If one has vanished (``DISCARD ALL``), ``vanished`` forgets the
+    connection's set and the caller runs the statement again.
     """
 
     def __init__(self, enabled: bool = PREPARED_STATEMENTS) -> None:
