@@ -218,8 +218,12 @@ def _flood(r: dict[str, Any], add: Add) -> None:
     add(f"| A: events accepted, posting time | {step['a_accepted']:,} in {n(step['a_posting_seconds'], 1)} s |")
     add(f"| A: first POST → last arrival (drain time) | **{n(step['a_drain_seconds'], 1)} s** "
         f"({n(step['a_rate'])} deliveries/s){'' if step['a_drained'] else ', **not drained**'} |")
-    for key, label in (("b_quiet", "B before the flood"), ("b_during", "**B while A drains**")):
-        b = step[key]
+    for key, label in (("b_quiet", "B before the flood"), ("b_during", "**B while A drains**"),
+                       ("b_posting", "B while A drains, posted while A's batches were still being accepted"),
+                       ("b_after_posting", "B while A drains, posted after A's last batch was accepted")):
+        b = step.get(key)
+        if b is None:  # a run from before the split
+            continue
         add(f"| {label}: POST start → arrival | p50 {n(b['p50_ms'])} ms, p99 {n(b['p99_ms'])} ms, max "
             f"{n(b['max_ms'])} ms ({b['delivered']} of {b['sent']} delivered); of which the POST until its 202: "
             f"p50 {n(b.get('post_p50_ms'))} ms, p99 {n(b.get('post_p99_ms'))} ms; from the 202 to the arrival: "

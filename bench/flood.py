@@ -122,7 +122,7 @@ def flood(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str,
                 "a_accepted": accepted, "a_drained": drained, "a_posting_seconds": posted_at - flood_started,
                 "a_post_statuses": posting.get("statuses", {}),
                 **_a_drain(receiver, flood_started),
-                **_b_latency(stack, receiver, b_path, b_rows, flood_started, drained_at),
+                **_b_latency(stack, receiver, b_path, b_rows, flood_started, posted_at, drained_at),
                 "b_interval_ms": plan.flood_interval * 1000, "processes": plan.processes,
                 "service_overrides": stack.overrides}
     finally:
@@ -138,15 +138,21 @@ def _a_drain(receiver: Receiver, flood_started: float) -> dict[str, Any]:
 
 
 def _b_latency(stack: ServiceStack, receiver: Receiver, path: str, rows: list[dict[str, Any]], flood_started: float,
-               drained_at: float) -> dict[str, Any]:
-    """B's POST start → first arrival, for its events posted while A drained, and before A began."""
+               posted_at: float, drained_at: float) -> dict[str, Any]:
+    """B's POST start → first arrival, for its events posted while A drained, and before A began.
+
+    The events posted while A drained are also split at the moment A's last batch was
+    accepted: ``b_posting`` (A's batches and deliveries share the machine) and
+    ``b_after_posting`` (only A's deliveries).
+    """
     first: dict[str, float] = {}
     for t, webhook_id, _ in receiver.dump(path):
         first.setdefault(webhook_id, t)
     figures: dict[str, Any] = {"b_statuses": {}}
     for row in rows:
         figures["b_statuses"][str(row["status"])] = figures["b_statuses"].get(str(row["status"]), 0) + 1
-    for name, lo, hi in (("during", flood_started, drained_at), ("quiet", 0.0, flood_started)):
+    for name, lo, hi in (("during", flood_started, drained_at), ("quiet", 0.0, flood_started),
+                         ("posting", flood_started, posted_at), ("after_posting", posted_at, drained_at)):
         sent = [row for row in rows if lo <= row["start"] < hi and row["status"] == 202 and row["id"]]
         latencies = [(first[row["id"]] - row["start"]) * 1000 for row in sent if row["id"] in first]
         # Split at the 202: waiting on the API (A's connections crowd it) versus the delivery itself.
@@ -161,6 +167,7 @@ def _b_latency(stack: ServiceStack, receiver: Receiver, path: str, rows: list[di
     during = figures["b_during"]
     log(f"   B while A drained: {during['delivered']}/{during['sent']} delivered, p50 {during['p50_ms']:.0f} ms, "
         f"p99 {during['p99_ms']:.0f} ms (of which the POST until its 202: p99 {during['post_p99_ms']:.0f} ms; "
-        f"quiet: p99 {figures['b_quiet']['p99_ms']:.0f} ms); "
+        f"quiet: p99 {figures['b_quiet']['p99_ms']:.0f} ms; while A posted: p99 {figures['b_posting']['p99_ms']:.0f} ms, "
+        f"after: p99 {figures['b_after_posting']['p99_ms']:.0f} ms); "
         + ", ".join(f"{name} p50 {v['p50_ms']:.0f} / p99 {v['p99_ms']:.0f} ms" for name, v in during["stages"].items()))
     return figures
