@@ -15,7 +15,8 @@ from tests.api_helpers import create_endpoint, post_event, row_counts
 from tests.conftest import IngestClock, queue_messages, wait_until
 from webhooks.config import Settings
 from webhooks.ingest.accept import MAX_BATCH
-from webhooks.messaging.messages import DeliveryMessage, payload_json
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.payload_json import payload_json
 from webhooks.storage.models import Delivery, Event
 from webhooks.api.schemas import BatchEventSchema
 

@@ -44,6 +44,36 @@ def marshmallow_load(schema: Any, raw: Any) -> dict[str, Any] | None:
         return None
 
 
+def standard_library(data: bytes) -> Any:
+    """``loads_strict`` as it was, on the standard library alone (``RefusedJson`` and ``JSONDecodeError`` alike)."""
+    from webhooks.api import parsing
+    return json.loads(data.decode("utf-8"), parse_constant=parsing._reject_constant, parse_float=parsing._finite_float)
+
+
+DOCUMENT_TEXT = st.one_of(
+    st.builds(lambda v: json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass"), JSON_VALUE),
+    st.builds(lambda v: json.dumps(v).encode(), JSON_VALUE),
+    st.sampled_from([b"NaN", b"[Infinity]", b"1e999", b"-1e400", b"\xef\xbb\xbf{}", b'"\\ud800"', b"123456789012345678901234567890",
+                     b"[18446744073709551616, -9223372036854775809]", b'{"a":1,"a":2}', b"\xff", b"01", b"1.", b".5", b"+1",
+                     b' \t\n[1] ', b"\x0b1", b'"a\x01"', b"[1,]", b"{}x", b"", b"0.1e-7", b"-0"]),
+    st.binary(max_size=12),
+)
+
+
+@settings(max_examples=1500)
+@given(DOCUMENT_TEXT)
+def test_a_body_reads_as_the_standard_library_reads_it_or_is_refused_as_it_refuses_it(data: bytes) -> None:
+    try:
+        expected: Any = ("read", repr(standard_library(data)))
+    except (ValueError, RecursionError):
+        expected = "refused"
+    try:
+        got: Any = ("read", repr(loads_strict(data)))
+    except ValueError:
+        got = "refused"
+    assert got == expected
+
+
 @settings(max_examples=400, deadline=None)
 @given(BODY)
 def test_the_event_body_fast_path_agrees_with_marshmallow_on_every_body(body: dict[str, Any]) -> None:

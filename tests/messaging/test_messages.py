@@ -8,7 +8,8 @@ from webhooks.storage.ids import has_prefix, new_id
 import json
 
 from webhooks.delivery.outgoing import body_bytes
-from webhooks.messaging.messages import DeliveryMessage, PayloadJSON, PoisonMessage, payload_json
+from webhooks.messaging.messages import DeliveryMessage, PoisonMessage
+from webhooks.storage.payload_json import PayloadJSON, payload_json
 
 MESSAGE = DeliveryMessage("dlv_1", "evt_1", "ep_1", "ten_1", "order.created", "2026-11-22T10:00:00.000Z", {"a": 1})
 

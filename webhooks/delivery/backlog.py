@@ -20,7 +20,8 @@ from typing import Any, Sequence
 
 from webhooks.storage import delivery_sql
 from webhooks.storage.db import database, durable_commit, retrying, write
-from webhooks.messaging.messages import DeliveryMessage, PayloadJSON
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage.payload_json import PayloadJSON
 from webhooks.storage.models import Delivery, Event
 from webhooks.messaging.outbox import overdue_in_ladder
 from webhooks.storage.timeutil import isoformat, utcnow

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Sequence
 
 from webhooks.delivery.signing import signature_header
-from webhooks.messaging.messages import PayloadJSON, payload_json
+from webhooks.storage.payload_json import PayloadJSON, payload_json
 
 #: Sent as ``user-agent`` so receivers can tell our calls apart in their logs.
 USER_AGENT = "webhooks/1.0 (+Standard Webhooks)"

@@ -29,6 +29,7 @@ from webhooks.storage.ingest_sql import (
     postgres_write_sql,
 )
 from webhooks.storage.models import BaseModel, Delivery, Endpoint, Event
+from webhooks.storage.payload_json import EncodedPayload
 from webhooks.storage.statuses import PARKING_STATES
 
 
@@ -137,7 +138,7 @@ def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str |
     delivery_ids = iter(new_ids("dlv", len(items) * len(routes)))
     for item, digest, event_id in zip(items, digests, event_ids):
         plan.events.append({"id": event_id, "tenant": tenant_id, "seq": None,
-                            "event_type": item.event_type, "payload": item.payload, "created_at": now})
+                            "event_type": item.event_type, "payload": EncodedPayload(item.payload), "created_at": now})
         if item.key is not None:
             plan.keys.append([tenant_id, item.key, event_id, digest, now])
         deliveries = []

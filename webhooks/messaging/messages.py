@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from webhooks.storage.payload_json import PayloadJSON, payload_json
+
 #: Header names (ours, not ``x-``: RabbitMQ reserves those).
 ATTEMPT_HEADER = "attempt"
 TRIGGER_HEADER = "trigger"
@@ -27,18 +29,6 @@ TRIGGERS = ("ladder", "resend", "recover")
 
 #: What separates the ids from the payload in a body ``encode`` made.
 _PAYLOAD_MEMBER = b',"payload":'
-
-
-class PayloadJSON(bytes):
-    """An event payload as compact JSON text (``json.dumps(payload, separators=(",", ":"))``, keys in the
-    order received): carried and spliced into request bodies as it is, never parsed again."""
-
-
-def payload_json(payload: "dict[str, Any] | PayloadJSON") -> PayloadJSON:
-    """``payload`` as compact JSON bytes, in the order its keys came."""
-    if isinstance(payload, PayloadJSON):
-        return payload
-    return PayloadJSON(json.dumps(payload, separators=(",", ":")).encode())
 
 
 class PoisonMessage(ValueError):

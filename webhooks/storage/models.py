@@ -12,6 +12,7 @@ from typing import Any
 import peewee
 
 from webhooks.storage.db import database
+from webhooks.storage.payload_json import payload_json
 from webhooks.storage.timeutil import utcnow
 
 
@@ -34,7 +35,7 @@ class PayloadField(JSONField):
     """
 
     def db_value(self, value: Any) -> str | None:
-        return None if value is None else json.dumps(value, separators=(",", ":"))
+        return None if value is None else payload_json(value).decode()
 
 
 class BaseModel(peewee.Model):
