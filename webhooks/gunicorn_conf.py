@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import sys
-
 from typing import Any
 
 from webhooks.metrics import child_exit  # noqa: F401 - gunicorn reads the hook by name
@@ -39,6 +38,6 @@ def post_fork(server: Any, worker: Any) -> None:
     """gunicorn's hook, in each new worker process: switch threads every ``GIL_SWITCH_INTERVAL``."""
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 
+
 if workers < 1 or threads < 1:
     raise ValueError(f"WEB_CONCURRENCY and WEB_THREADS must be at least 1 (got {workers} and {threads})")
-

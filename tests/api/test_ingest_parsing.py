@@ -18,6 +18,7 @@ from werkzeug.datastructures import Headers
 
 from tests.api_helpers import post_event
 from webhooks.api import events as events_api
+from webhooks.api import parsing
 from webhooks.api.parsing import MAX_JSON_DEPTH, fast_load, flat_fields, loads_strict, nests_deeper_than
 from webhooks.api.schemas import EndpointCreateSchema, EventCreateSchema, EventListArgsSchema, IdempotencyHeaderSchema
 
@@ -46,7 +47,6 @@ def marshmallow_load(schema: Any, raw: Any) -> dict[str, Any] | None:
 
 def standard_library(data: bytes) -> Any:
     """``loads_strict`` as it was, on the standard library alone (``RefusedJson`` and ``JSONDecodeError`` alike)."""
-    from webhooks.api import parsing
     return json.loads(data.decode("utf-8"), parse_constant=parsing._reject_constant, parse_float=parsing._finite_float)
 
 

@@ -2,9 +2,10 @@
 
 At ingestion the payload becomes an ``EncodedPayload``: still the dict (the ``202`` echoes
 it), carrying its JSON, which is stored (``PayloadField``), published and spliced into
-every attempt's body (``webhooks.delivery.outgoing.body_bytes``) as the same bytes. Receivers hash and dedupe on a body, so every attempt must carry those bytes, and a
-payload read back from the database and encoded again (a resend, a recovery, the sweeper)
-must come out as it went in.
+every attempt's body (``webhooks.delivery.outgoing.body_bytes``) as the same bytes.
+Receivers hash and dedupe on a body, so every attempt must carry those bytes, and a
+payload read back from the database and encoded again (a resend, a recovery, the
+sweeper) must come out as it went in.
 
 The bytes are exactly ``json.dumps(payload, separators=(",", ":"))``'s: keys in the order
 they came, non-ASCII escaped, Python's float notation. That is what every stored payload
