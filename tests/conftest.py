@@ -42,24 +42,34 @@ SESSION_PREFIX = f"test_{os.getpid()}_{secrets.token_hex(3)}"
 _declared: dict[tuple[str, tuple[int, ...]], Topology] = {}
 
 
+#: Fixtures through which a test reaches the pass's database; a test that uses none of them
+#: runs alike in both passes.
+DATABASE_FIXTURES = frozenset({"database_url", "postgres_database"})
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "postgresql: a PostgreSQL behaviour (server connections, row locks, the pool, advisory locks): "
         "it runs in the PostgreSQL pass (TEST_DATABASE=postgresql) and is left out of the SQLite one",
     )
-    config.addinivalue_line(
-        "markers", "no_database: touches no database (a broker cluster, the benchmark's receiver): the two "
-        "passes would run it alike, so it runs once, in the PostgreSQL pass",
-    )
+
+
+def touches_database(item: pytest.Item) -> bool:
+    """Does ``item`` use the pass's database (one of ``DATABASE_FIXTURES``, directly or through another fixture)?"""
+    return not DATABASE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On SQLite, leave out the tests of PostgreSQL behaviour and those that touch no database:
-    ``./dev test`` and CI run them in the PostgreSQL pass."""
+    """Each test runs in one pass only where the two passes would run it alike.
+
+    The SQLite pass (the default) leaves out the tests of PostgreSQL behaviour; the
+    PostgreSQL pass leaves out the tests that touch no database, which the SQLite pass
+    has run already. ``./dev test`` and CI run both passes."""
     if DATABASE_KIND == "postgresql":
-        return
-    left_out = [item for item in items
-                if item.get_closest_marker("postgresql") is not None or item.get_closest_marker("no_database") is not None]
+        left_out = [item for item in items
+                    if item.get_closest_marker("postgresql") is None and not touches_database(item)]
+    else:
+        left_out = [item for item in items if item.get_closest_marker("postgresql") is not None]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item not in left_out]

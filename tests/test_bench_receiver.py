@@ -15,8 +15,6 @@ from bench.receiver import Counter, delay_seconds, raise_open_files_limit, start
 from bench.timeline import Call, parse_timeline
 from tests.conftest import wait_until
 
-pytestmark = pytest.mark.no_database
-
 
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[tuple[str, Counter]]:

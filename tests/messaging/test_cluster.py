@@ -20,8 +20,6 @@ from webhooks.config import Settings
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
 
-pytestmark = pytest.mark.no_database
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
