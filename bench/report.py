@@ -254,12 +254,6 @@ def _service(r: dict[str, Any], add: Any) -> None:
     add("")
 
 
-def _by_count(results: dict[Any, Any] | None, processes: int) -> Any:
-    """``results[processes]``, whether the key is that int or (read back from JSON) its string."""
-    results = results or {}
-    return results.get(processes, results.get(str(processes)))
-
-
 def _scale(r: dict[str, Any], add: Any) -> None:
     add("### Scale: worker processes on 2 cores (8 threads each)")
     add("")
@@ -271,9 +265,8 @@ def _scale(r: dict[str, Any], add: Any) -> None:
         if processes == 2:
             s, f = svc.get("throughput"), peers.get("floor")
         else:
-            # keyed by the count: an int in the run, a string once read back from results.json
-            s = _by_count(svc.get("scale"), processes)
-            f = _by_count(peers.get("floor-scale"), processes)
+            s = (svc.get("scale") or {}).get(str(processes))
+            f = (peers.get("floor-scale") or {}).get(str(processes))
         s_text = _n(s["rate"]) if _ok(s) and _ok(svc) else _why(s)
         f_text = _n(f["rate"]) if _ok(f) else _why(f)
         add(f"| {processes} | {s_text} | {f_text} |")

@@ -225,9 +225,9 @@ def peers(receiver: Receiver, plan: Plan, deadline: Deadline) -> dict[str, Any]:
         results[kind] = guarded(f"{kind} throughput",
                                 lambda d, k=kind: peer_throughput(k, receiver, plan.events, plan.processes, d),
                                 min(per_step, deadline.left()))
-    results["floor-scale"] = {}
+    results["floor-scale"] = {}  # keyed by the count as a string, as results.json keeps it
     for processes in (1, 4):
-        results["floor-scale"][processes] = guarded(
+        results["floor-scale"][str(processes)] = guarded(
             f"floor with {processes} processes",
             lambda d, p=processes: peer_throughput("floor", receiver, plan.events, p, d),
             min(per_step, deadline.left()))
@@ -322,9 +322,9 @@ def service(receiver: Receiver, plan: Plan, deadline: Deadline) -> dict[str, Any
         results["latency"] = guarded("service: latency at a fixed rate",
                                      lambda d: _service_latency(stack, receiver, plan, d),
                                      min(deadline.left(), plan.latency_seconds + 150))
-        results["scale"] = {}
+        results["scale"] = {}  # keyed by the count as a string, as results.json keeps it
         for processes in (1, 4):
-            results["scale"][processes] = guarded(
+            results["scale"][str(processes)] = guarded(
                 f"service: delivery with {processes} worker processes",
                 lambda d, p=processes: _service_delivery(stack, receiver, plan, f"scale{p}", p, d),
                 min(deadline.left(), 120 + plan.events / 25))
