@@ -37,9 +37,12 @@ import pika.frame
 import pika.spec
 from pika.adapters.asyncio_connection import AsyncioConnection
 
+from webhooks.messaging import frame_writes
 from webhooks.messaging.publisher import message_properties
 
 log = logging.getLogger(__name__)
+
+frame_writes.install()  # acks and publishes: one write for every frame waiting
 
 #: ``on_message(tag, properties, body)`` for each message consumed.
 OnMessage = Callable[[int, pika.BasicProperties, bytes], None]

@@ -29,9 +29,12 @@ import pika.spec
 from pika.adapters import select_connection
 from pika.channel import Channel
 
+from webhooks.messaging import frame_writes
 from webhooks.messaging.brokers import broker_parameters, describe
 
 log = logging.getLogger(__name__)
+
+frame_writes.install()  # acks and publishes: one write for every frame waiting
 
 #: After a failure, skip publishing for this long (seconds): the relay catches up, and
 #: requests do not each wait for a broker that is down.
