@@ -32,6 +32,15 @@ def in_lock_order(rows: Sequence[_Row]) -> list[_Row]:
     return sorted(rows, key=lambda row: row.delivery_id)
 
 
+#: "Its attempt is still waiting", for statements that join a batch (``v``) to the deliveries.
+#: Written so that no index can serve it: the rows must be found by primary key from ``v``.
+#: As a plain ``status IN (…)`` the planner may instead scan every delivery whose index
+#: entry says pending (dead versions included) and hash-join the batch to them, whenever the
+#: statistics say few are pending: on a table analysed after a drain, one 128-row lease read
+#: 1,124 pages and took 5.6 ms instead of 0.23 ms, and a batch's PostgreSQL time grew with
+#: the backlog (``bench/RESULTS.md``, seventeenth session).
+_WAITING = "({delivery}.status IN ('pending', 'retrying')) IS TRUE"
+
 #: The lease of the common case, returning what the attempt needs to know: a ladder attempt
 #: still the next one, not leased, to an endpoint that is live, enabled, online and not rate
 #: limited (every other case is decided row by row: ``webhooks.delivery.claims``). The
@@ -41,7 +50,7 @@ def in_lock_order(rows: Sequence[_Row]) -> list[_Row]:
 _LEASE = (
     "{values} UPDATE {delivery} SET lease_until = {p} FROM v "
     "WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts "
-    "AND {delivery}.status IN ('pending', 'retrying') "
+    "AND {waiting} "
     "AND ({delivery}.lease_until IS NULL OR {delivery}.lease_until < {p}) "
     "AND (SELECT e.deleted_at IS NULL AND NOT e.disabled AND e.health = '{online}' AND COALESCE(e.rate_limit, 0) = 0 "
     "FROM {endpoint} e WHERE e.id = {delivery}.endpoint_id){lock} "
@@ -89,6 +98,7 @@ def _lease_sql(postgres: bool, param: str, count: int) -> str:
     return _LEASE.format(
         values=sqltext.values_cte("v", ("id", "attempts"), ("text", "int") if postgres else None, count, param),
         delivery=sqltext.table(Delivery), endpoint=sqltext.table(Endpoint), p=param, online=ONLINE,
+        waiting=_WAITING.format(delivery=sqltext.table(Delivery)),
         lock=_in_id_order(postgres),
         endpoint_columns="".join(
             f", (SELECT e.{name} FROM {sqltext.table(Endpoint)} e WHERE e.id = {sqltext.table(Delivery)}.endpoint_id)"
@@ -146,7 +156,7 @@ def advance_sql(count: int) -> str:
 _SPILL = (
     "{values} UPDATE {delivery} SET spilled_at = {p} FROM v "
     "WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts "
-    "AND {delivery}.status IN ('pending', 'retrying'){lock} RETURNING {delivery}.id"
+    "AND {waiting}{lock} RETURNING {delivery}.id"
 )
 
 
@@ -154,7 +164,8 @@ _SPILL = (
 def _spill_sql(postgres: bool, param: str, count: int) -> str:
     return _SPILL.format(values=sqltext.values_cte("v", ("id", "attempts"), ("text", "int") if postgres else None,
                                                    count, param),
-                         delivery=sqltext.table(Delivery), p=param, lock=_in_id_order(postgres))
+                         delivery=sqltext.table(Delivery), p=param, lock=_in_id_order(postgres),
+                         waiting=_WAITING.format(delivery=sqltext.table(Delivery)))
 
 
 def spill_sql(count: int) -> str:
