@@ -91,3 +91,19 @@ def test_an_attempt_says_what_went_wrong_in_the_words_of_its_delivery(client, te
     assert attempt.error == delivery.last_error == "HTTP 500"
     shown = client.get(f"/v1/events/{event['id']}/attempts", headers=auth(tenant)).get_json()["data"][-1]
     assert shown["error"] == "HTTP 500"
+
+
+def test_a_response_body_with_nul_bytes_is_stored_and_holds_up_no_other_delivery(
+        client, tenant, auth, settings, start_worker):
+    # PostgreSQL's text cannot hold NUL: the attempt keeps the body with U+FFFD in its place, as it
+    # does for bytes that are not UTF-8, and the batch of records it shares with others goes through.
+    with Receiver(always(200, body=b"ok\x00tail")) as odd, Receiver(always(200, body=b"fine")) as plain:
+        register(client, auth(tenant), odd.url + "/odd")
+        register(client, auth(tenant), plain.url + "/plain")
+        events = [send(client, auth(tenant), payload={"n": n}) for n in range(5)]
+        start_worker(settings)
+        ids = [event["id"] for event in events]
+        wait_until(lambda: Delivery.select().where(Delivery.event.in_(ids), Delivery.status == "delivered").count() == 10)
+        bodies = {a.response_body for a in Attempt.select().where(Attempt.event.in_(ids))}
+        assert bodies == {"ok\ufffdtail", "fine"}
+        assert Attempt.select().where(Attempt.event.in_(ids)).count() == 10

@@ -168,10 +168,16 @@ def attempt_fields(
         "request_headers": headers,
         "response_status": result.status_code,
         "response_headers": result.headers or None,
-        "response_body": result.body[:MAX_STORED_BODY].decode("utf-8", errors="replace") if result.body else None,
+        "response_body": storable_text(result.body[:MAX_STORED_BODY].decode("utf-8", errors="replace")) if result.body else None,
         "error_class": verdict.error_class,
         "error": result.error if verdict.delivered else verdict.summary,
     }
+
+
+def storable_text(text: str) -> str:
+    """``text`` with each NUL shown as U+FFFD, as undecodable bytes already are: PostgreSQL's text
+    cannot hold NUL, and one receiver's NUL failed the whole batch of records it was in."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def _log(message: DeliveryMessage, verdict: Verdict, step: Step, result: HttpResult) -> None:

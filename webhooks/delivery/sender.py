@@ -112,7 +112,8 @@ class Sender:
             body=bytes(received),
             duration_ms=(time.monotonic() - started) * 1000.0,
             error_class=None if error is None else error[0],
-            error=None if error is None else " ".join(error[1].split())[:MAX_ERROR_CHARS],  # one line
+            # One line; a NUL (from a receiver's bytes in a parser's message) cannot be stored.
+            error=None if error is None else " ".join(error[1].replace("\x00", "\ufffd").split())[:MAX_ERROR_CHARS],
         )
 
     async def close(self) -> None:
