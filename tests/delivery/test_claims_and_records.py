@@ -16,6 +16,7 @@ from webhooks.storage.models import Alert, Attempt, Delivery, Endpoint, HealthCh
 from webhooks.messaging.outbox import message_for
 from webhooks.delivery.signing import generate_secret
 from webhooks.delivery.records import Outcome, record, record_many
+from webhooks.storage.sqltext import COPY_FROM_ROWS
 from webhooks.storage.timeutil import utcnow
 
 from tests.api_helpers import HOOK_URL
@@ -163,6 +164,53 @@ def test_an_item_that_breaks_a_constraint_does_not_sink_the_rest_of_its_batch(te
     assert Delivery.get_by_id(good.delivery_id).status == "delivered"
     assert Delivery.get_by_id(bad.delivery_id).status == "pending", "nothing of the broken item was written"
     assert [row.delivery_id for row in Attempt.select()] == [good.delivery_id]
+
+
+#: A batch this large is written with COPY on PostgreSQL (``sqltext.COPY_FROM_ROWS``).
+LARGE_BATCH = COPY_FROM_ROWS + 4
+
+#: Text that COPY's format must escape, and text that looks like its escapes.
+AWKWARD_TEXTS = ["tab\there", "two\nlines\r\n", "back\\slash \\N \\.", "\\N", "", "naïve ☃ \ufffd", "end\\"]
+
+
+def test_a_large_batch_stores_every_attempt_exactly_as_given_whatever_its_text_holds(tenant: SimpleNamespace) -> None:
+    messages = _messages(tenant, LARGE_BATCH)
+    claim_many(messages, LEASE)
+    outcomes = []
+    for n, message in enumerate(messages):
+        outcome = _delivered(message)
+        text = AWKWARD_TEXTS[n % len(AWKWARD_TEXTS)]
+        fields = {**outcome.attempt_fields, "response_body": text if n % 3 else None, "duration_ms": n + 0.25,
+                  "response_headers": {"x-note": text, "x-n": str(n)}, "url": f"{HOOK_URL}?q={n}"}
+        outcomes.append(Outcome(**{**outcome.__dict__, "attempt_fields": fields}))
+
+    assert record_many(list(zip(messages, outcomes)), offline_after=5) == [True] * LARGE_BATCH
+
+    rows = {row.id: row for row in Attempt.select()}
+    assert len(rows) == LARGE_BATCH
+    for message, outcome in zip(messages, outcomes):
+        row, given = rows[outcome.attempt_id], outcome.attempt_fields
+        assert (row.delivery_id, row.event_id, row.endpoint_id, row.tenant_id) == (
+            message.delivery_id, message.event_id, message.endpoint_id, message.tenant_id)
+        assert (row.attempt_no, row.trigger, row.outcome) == (1, "ladder", "delivered")
+        assert row.response_body == given["response_body"]
+        assert row.response_headers == given["response_headers"]
+        assert row.request_headers == given["request_headers"]
+        assert (row.url, row.duration_ms, row.response_status, row.error) == (given["url"], given["duration_ms"], 200, None)
+        assert abs((row.started_at - given["started_at"]).total_seconds()) < 1e-3
+        assert row.next_attempt_at is None
+
+
+def test_an_item_that_breaks_a_constraint_does_not_sink_the_rest_of_a_large_batch(tenant: SimpleNamespace) -> None:
+    *good, bad = _messages(tenant, LARGE_BATCH)
+    claim_many([*good, bad], LEASE)
+    broken = DeliveryMessage(**{**bad.__dict__, "event_id": "evt_no_such_event"})  # the attempt row's foreign key fails
+
+    recorded = record_many([*((m, _delivered(m)) for m in good), (broken, _delivered(broken))], offline_after=5)
+
+    assert recorded == [True] * len(good) + [False]
+    assert Delivery.get_by_id(bad.delivery_id).status == "pending", "nothing of the broken item was written"
+    assert sorted(row.delivery_id for row in Attempt.select()) == sorted(m.delivery_id for m in good)
 
 
 def test_a_batch_updates_its_deliveries_in_id_order_whatever_order_its_messages_came_in(

@@ -8,6 +8,7 @@ operation once after the server dropped its connection (a PostgreSQL restart).
 from __future__ import annotations
 
 import functools
+import io
 import logging
 import threading
 import time
@@ -91,6 +92,16 @@ class PooledPostgres(PooledPostgresqlDatabase):
             pending.append(statement)
         else:
             self.execute_sql(statement)
+
+    def copy_in(self, sql: str, data: str) -> None:
+        """Run ``sql`` (a ``COPY … FROM STDIN``) with ``data`` as its input, after the statements
+        still waiting to be sent (the transaction's ``BEGIN``); errors raised as peewee's."""
+        pending = self._take_pending()
+        with peewee.__exception_wrapper__:
+            cursor = self.cursor()
+            if pending:
+                cursor.execute("; ".join(pending))
+            cursor.copy_expert(sql, io.StringIO(data))
 
     def _take_pending(self) -> list[str]:
         pending = getattr(self._pending, "statements", None) or []
