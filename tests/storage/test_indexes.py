@@ -5,7 +5,15 @@ entry written each time, on both databases (migration 0013)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
+
+from tests.delivery.test_claims_and_records import LEASE, _delivered, _messages
+from webhooks.delivery.claims import claim_many
+from webhooks.delivery.records import record_many
 from webhooks.storage.db import database
+from webhooks.storage.models import Attempt, Delivery, Endpoint, Event, Tenant
 
 
 def _indexes(table: str) -> dict[str, tuple[str, ...]]:
@@ -26,3 +34,28 @@ def test_the_lease_touches_no_indexed_column_so_it_can_be_a_heap_only_update(dat
     indexed = {column for columns in _indexes("delivery").values() for column in columns}
     assert "lease_until" not in indexed
     assert {"status", "endpoint_id", "created_at"} <= indexed  # the ladder's and the release's lookups remain
+
+
+@pytest.mark.postgresql  # SQLite keeps its foreign keys (migration 0014)
+def test_an_attempt_row_checks_the_foreign_key_of_its_delivery_only(database_url: str) -> None:
+    with database.connection_context():
+        checked = {key.column for key in database.get_foreign_keys("attempt")}
+    assert checked == {"delivery_id"}
+    assert "attempt_tenant_id" not in _indexes("attempt")
+
+
+def test_deleting_an_event_an_endpoint_or_a_tenant_takes_its_attempts_with_it(tenant: SimpleNamespace) -> None:
+    messages = _messages(tenant, 2) + _messages(tenant, 2)  # two endpoints
+    claim_many(messages, LEASE)
+    assert record_many([(m, _delivered(m)) for m in messages], offline_after=5) == [True] * 4
+
+    def left() -> set[str]:
+        return {attempt.delivery_id for attempt in Attempt.select()}
+
+    Event.delete().where(Event.id == messages[0].event_id).execute()
+    assert left() == {m.delivery_id for m in messages if m.event_id != messages[0].event_id}
+    Endpoint.delete().where(Endpoint.id == messages[1].endpoint_id).execute()
+    assert left() == {m.delivery_id for m in messages if m.endpoint_id != messages[1].endpoint_id}
+    Tenant.delete().where(Tenant.id == tenant.id).execute()
+    assert left() == set()
+    assert Delivery.select().count() == 0
