@@ -20,7 +20,7 @@ from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
 from webhooks.delivery.lanes import Held
 from webhooks.delivery.runtime import Runtime, Stopping
-from webhooks.delivery.http_result import HttpResult
+from webhooks.delivery.http_result import HttpResult, without_nul
 from webhooks.delivery.window import Signal, signal_of
 from webhooks.storage.ids import new_id
 from webhooks.messaging.messages import DeliveryMessage
@@ -168,16 +168,15 @@ def attempt_fields(
         "request_headers": headers,
         "response_status": result.status_code,
         "response_headers": result.headers or None,
-        "response_body": storable_text(result.body[:MAX_STORED_BODY].decode("utf-8", errors="replace")) if result.body else None,
+        "response_body": _stored_body(result.body),
         "error_class": verdict.error_class,
         "error": result.error if verdict.delivered else verdict.summary,
     }
 
 
-def storable_text(text: str) -> str:
-    """``text`` with each NUL shown as U+FFFD, as undecodable bytes already are: PostgreSQL's text
-    cannot hold NUL, and one receiver's NUL failed the whole batch of records it was in."""
-    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+def _stored_body(body: bytes) -> str | None:
+    """The response body as the attempt keeps it: its first ``MAX_STORED_BODY`` bytes, as storable text."""
+    return without_nul(body[:MAX_STORED_BODY].decode("utf-8", errors="replace")) if body else None
 
 
 def _log(message: DeliveryMessage, verdict: Verdict, step: Step, result: HttpResult) -> None:

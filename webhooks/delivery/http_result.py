@@ -10,6 +10,13 @@ MAX_ERROR_CHARS = 300
 ERROR_CLASSES = frozenset({"timeout", "connection", "dns", "tls", "blocked_address", "protocol"})
 
 
+def without_nul(text: str) -> str:
+    """``text`` with each NUL shown as U+FFFD, as undecodable bytes already are: PostgreSQL's text
+    cannot hold NUL, and one receiver's NUL (in its body, or quoted in a parser's error) failed
+    the whole batch of records it was in."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 @dataclass(frozen=True)
 class HttpResult:
     """What happened when calling a webhook URL; a response may exist even when ``error_class`` is set

@@ -21,7 +21,7 @@ from multidict import CIMultiDictProxy
 from yarl import URL
 
 from webhooks.delivery.guard import GuardedConnector, GuardedResolver
-from webhooks.delivery.http_result import MAX_ERROR_CHARS, HttpResult
+from webhooks.delivery.http_result import MAX_ERROR_CHARS, HttpResult, without_nul
 from webhooks.delivery.netguard import ALLOWED_SCHEMES, BlockedAddress, Resolver, TargetPolicy, UnresolvableHost
 
 #: Response bytes kept by default (the design stores at most the first 20 KB of a response).
@@ -112,8 +112,7 @@ class Sender:
             body=bytes(received),
             duration_ms=(time.monotonic() - started) * 1000.0,
             error_class=None if error is None else error[0],
-            # One line; a NUL (from a receiver's bytes in a parser's message) cannot be stored.
-            error=None if error is None else " ".join(error[1].replace("\x00", "\ufffd").split())[:MAX_ERROR_CHARS],
+            error=None if error is None else " ".join(without_nul(error[1]).split())[:MAX_ERROR_CHARS],  # one line
         )
 
     async def close(self) -> None:

@@ -182,6 +182,8 @@ class Attempt(BaseModel):
     id = peewee.CharField(primary_key=True, max_length=40)
     #: These three are indexed first in the composite indexes below: no index of their own (migration 0013).
     delivery = peewee.ForeignKeyField(Delivery, backref="attempt_rows", on_delete="CASCADE", index=False)
+    #: On PostgreSQL ``tenant``, ``event`` and ``endpoint`` carry no constraint and ``tenant`` no
+    #: index (migration 0014): they are the delivery's, held by its keys and cascades.
     tenant = peewee.ForeignKeyField(Tenant, on_delete="CASCADE")
     event = peewee.ForeignKeyField(Event, on_delete="CASCADE", index=False)
     endpoint = peewee.ForeignKeyField(Endpoint, on_delete="CASCADE", index=False)
