@@ -16,11 +16,16 @@ from webhooks.storage.payload_json import payload_json
 from webhooks.storage.timeutil import utcnow
 
 
+#: ``JSONField``'s encoder, made once: ``json.dumps`` with arguments builds a new one per call,
+#: a third of the time it takes to encode an attempt's headers.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+
+
 class JSONField(peewee.TextField):
-    """JSON stored as text (identical on SQLite and PostgreSQL)."""
+    """JSON stored as text (identical on SQLite and PostgreSQL), keys sorted, no spaces."""
 
     def db_value(self, value: Any) -> str | None:
-        return None if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+        return None if value is None else _ENCODER.encode(value)
 
     def python_value(self, value: str | None) -> Any:
         return None if value is None else json.loads(value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import peewee
 
@@ -64,12 +64,30 @@ def insert_rows(model: type[peewee.Model], rows: Sequence[Mapping[str, Any]]) ->
     names = tuple(rows[0])
     fields = [model._meta.fields[name] for name in names]
     if len(rows) >= COPY_FROM_ROWS and is_postgres():
-        text = "".join("\t".join([_copy_text(field.db_value(row[name])) for name, field in zip(names, fields)]) + "\n"
-                       for row in rows)
-        database.copy_in(f"COPY {table(model)} ({columns(model, names)}) FROM STDIN", text)
+        database.copy_in(f"COPY {table(model)} ({columns(model, names)}) FROM STDIN", copy_rows_text(model, names, rows))
         return
     params = [field.db_value(row[name]) for row in rows for name, field in zip(names, fields)]
     database.execute_sql(insert_sql(model, names, len(rows), _param()), params)
+
+
+def copy_rows_text(model: type[peewee.Model], names: tuple[str, ...], rows: Sequence[Mapping[str, Any]]) -> str:
+    """``rows`` (the fields ``names`` of each) as ``COPY … FROM STDIN`` input: a line per row."""
+    converters = tuple(zip(names, _copy_converters(model, names)))
+    return "".join("\t".join([text(row[name]) for name, text in converters]) + "\n" for row in rows)
+
+
+@lru_cache(maxsize=64)
+def _copy_converters(model: type[peewee.Model], names: tuple[str, ...]) -> tuple[Callable[[Any], str], ...]:
+    return tuple(_copy_converter(model._meta.fields[name]) for name in names)
+
+
+def _copy_converter(field: peewee.Field) -> Callable[[Any], str]:
+    """One field's value to ``COPY`` text: ``db_value``, then ``_copy_text``. A foreign key given
+    as its key's text (what the hot path passes) skips ``db_value``, a third of a row's time."""
+    db_value = field.db_value
+    if isinstance(field, peewee.ForeignKeyField) and isinstance(field.rel_field, peewee.CharField):
+        return lambda value: _copy_text(value if type(value) is str else db_value(value))
+    return lambda value: _copy_text(db_value(value))
 
 
 #: COPY's text format: a backslash, tab, newline or carriage return inside a value is escaped.
@@ -81,7 +99,10 @@ def _copy_text(value: Any) -> str:
     if value is None:
         return "\\N"
     if isinstance(value, str):
-        return value.translate(_COPY_ESCAPES)
+        # Most values need no escape: four scans in C cost less than one ``translate``.
+        if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+            return value.translate(_COPY_ESCAPES)
+        return value
     if isinstance(value, bool):
         return "t" if value else "f"
     if isinstance(value, (int, float)):
