@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any, Callable
 
+import uvloop
+
 from tests.conftest import queue_messages, settings_env, wait_until
 from tests.receivers import Receiver, RecordedRequest, Response, always, pause, sleep_then
 from tests.delivery.test_delivery_e2e import register, send
@@ -213,6 +215,13 @@ def test_a_rate_limited_endpoint_waits_in_memory_not_in_the_defer_queue(
         requests = receiver.wait_for(20, timeout=15)
     span = requests[-1].received_at - requests[0].received_at
     assert span >= (20 - 5) / 5 * 0.9, "at most 5 per second after the first burst of 5"
+
+
+def test_the_engine_runs_on_uvloop(settings: Any, start_worker: Any) -> None:
+    # The rate-limit test above covers what that changes: uvloop's timers may fire up to a
+    # millisecond before their time, and a pause that trusted its timer stayed paused for ever.
+    engine = start_worker(settings)
+    assert isinstance(engine._loop, uvloop.Loop)
 
 
 def test_ctrl_c_lets_the_call_in_flight_finish_and_logs_no_traceback(client: Any, tenant: Any, auth: Any, settings: Any) -> None:

@@ -91,7 +91,12 @@ class Attempts:
         loop.call_at(lane.paused_until, self._unpause, lane)
 
     def _unpause(self, lane: Any) -> None:
-        self.rt.lanes.wake(lane, self.rt.loop.time())
+        loop = self.rt.loop
+        if lane.paused_until > loop.time():
+            # uvloop keeps time in whole milliseconds: its timer may fire up to one early.
+            loop.call_at(lane.paused_until, self._unpause, lane)
+            return
+        self.rt.lanes.wake(lane, loop.time())
         self.rt.wake()
 
     async def _attempt(self, held: Held, claim: Claim) -> None:
