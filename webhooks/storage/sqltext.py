@@ -62,15 +62,15 @@ def insert_rows(model: type[peewee.Model], rows: Sequence[Mapping[str, Any]]) ->
     if not rows:
         return
     names = tuple(rows[0])
-    fields = [model._meta.fields[name] for name in names]
     if len(rows) >= COPY_FROM_ROWS and is_postgres():
-        database.copy_in(f"COPY {table(model)} ({columns(model, names)}) FROM STDIN", copy_rows_text(model, names, rows))
+        database.copy_in(f"COPY {table(model)} ({columns(model, names)}) FROM STDIN", _copy_rows_text(model, names, rows))
         return
+    fields = [model._meta.fields[name] for name in names]
     params = [field.db_value(row[name]) for row in rows for name, field in zip(names, fields)]
     database.execute_sql(insert_sql(model, names, len(rows), _param()), params)
 
 
-def copy_rows_text(model: type[peewee.Model], names: tuple[str, ...], rows: Sequence[Mapping[str, Any]]) -> str:
+def _copy_rows_text(model: type[peewee.Model], names: tuple[str, ...], rows: Sequence[Mapping[str, Any]]) -> str:
     """``rows`` (the fields ``names`` of each) as ``COPY … FROM STDIN`` input: a line per row."""
     converters = tuple(zip(names, _copy_converters(model, names)))
     return "".join("\t".join([text(row[name]) for name, text in converters]) + "\n" for row in rows)
@@ -83,7 +83,8 @@ def _copy_converters(model: type[peewee.Model], names: tuple[str, ...]) -> tuple
 
 def _copy_converter(field: peewee.Field) -> Callable[[Any], str]:
     """One field's value to ``COPY`` text: ``db_value``, then ``_copy_text``. A foreign key given
-    as its key's text (what the hot path passes) skips ``db_value``, a third of a row's time."""
+    as its key's text (what the hot path passes) skips peewee's ``db_value`` (0.2 us each, four
+    an attempt row)."""
     db_value = field.db_value
     if isinstance(field, peewee.ForeignKeyField) and isinstance(field.rel_field, peewee.CharField):
         return lambda value: _copy_text(value if type(value) is str else db_value(value))
