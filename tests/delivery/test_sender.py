@@ -30,7 +30,7 @@ from tests.receivers import Receiver, always, drip, raw_server, sequence, sleep_
 from webhooks.delivery.guard import GuardedConnector, GuardedResolver
 from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.sender import Sender
-from webhooks.delivery.netguard import IPAddress, Resolver, TargetPolicy, check_url
+from webhooks.delivery.netguard import RESOLVES_TO_BLOCKED, IPAddress, Resolver, TargetPolicy, check_url
 
 OPEN = TargetPolicy(allow_private=True)
 STRICT = TargetPolicy()
@@ -511,7 +511,7 @@ def test_loopback_receiver_never_sees_a_request_under_the_strict_policy() -> Non
 def test_name_resolving_to_an_internal_address_is_blocked_at_connect(answer: str) -> None:
     result = post("http://internal.test:8080/", policy=STRICT, resolver=mapping(internal_test=answer))
     assert result.error_class == "blocked_address"
-    assert f"internal.test resolves to {answer}" in (result.error or "")
+    assert result.error == f"internal.test {RESOLVES_TO_BLOCKED}"  # not the address: a tenant reads this
 
 
 def test_the_system_resolver_is_asked_and_its_answers_checked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -525,13 +525,13 @@ def test_the_system_resolver_is_asked_and_its_answers_checked(monkeypatch: pytes
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     result = post("http://metadata.example/latest/meta-data/", policy=STRICT)
     assert result.error_class == "blocked_address"
-    assert result.error == "metadata.example resolves to 169.254.169.254, a cloud metadata service address"
+    assert result.error == f"metadata.example {RESOLVES_TO_BLOCKED}"
 
 
 def test_one_internal_answer_among_public_ones_blocks_the_name() -> None:
     result = post("http://mixed.test/", policy=STRICT, resolver=lambda host, port: ["93.184.216.34", "10.1.2.3"])
     assert result.error_class == "blocked_address"
-    assert "mixed.test resolves to 10.1.2.3" in (result.error or "")
+    assert result.error == f"mixed.test {RESOLVES_TO_BLOCKED}"
 
 
 def test_dns_rebinding_is_blocked_at_connect() -> None:
@@ -550,7 +550,7 @@ def test_dns_rebinding_is_blocked_at_connect() -> None:
         time.sleep(0.05)
         assert receiver.requests == []
     assert result.error_class == "blocked_address"
-    assert "rebind.test resolves to 127.0.0.1" in (result.error or "")
+    assert result.error == f"rebind.test {RESOLVES_TO_BLOCKED}"
     assert len(lookups) == 2
 
 

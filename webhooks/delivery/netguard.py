@@ -102,8 +102,18 @@ NAT64_WELL_KNOWN = _v6("64:ff9b::/96")
 NAT64_LOCAL_USE = _v6("64:ff9b:1::/48")
 
 
+#: What a refused name is said to resolve to (never the address itself, see ``BlockedAddress``).
+RESOLVES_TO_BLOCKED = "resolves to an address that is not allowed (webhooks go to public addresses only)"
+
+
 class BlockedAddress(Exception):
-    """A URL's host is (or resolves to) an address webhooks must not reach."""
+    """A URL's host is (or resolves to) an address webhooks must not reach.
+
+    For a name, the message says that it resolves to an address that is not allowed, never
+    which address or what kind: it reaches the tenant (a 422, an attempt's error), and any
+    tenant could otherwise read the service's DNS answers by registering names. ``address``
+    and ``reason`` keep the detail for the code.
+    """
 
     def __init__(self, host: str, address: str | None, reason: str) -> None:
         self.host = host
@@ -112,7 +122,7 @@ class BlockedAddress(Exception):
         if address is None or address == host:
             message = f"{host} is {_article(reason)} {reason} address"
         else:
-            message = f"{host} resolves to {address}, {_article(reason)} {reason} address"
+            message = f"{host} {RESOLVES_TO_BLOCKED}"
         super().__init__(message)
 
     def __reduce__(self) -> tuple[object, ...]:
