@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hmac
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from tests.conftest import settings_env, wait_until
 from tests.receivers import Receiver, always
@@ -43,6 +46,31 @@ def test_metrics_are_refused_to_remote_addresses_unless_a_token_is_set(client, m
     assert scrape(client, REMOTE_ADDR="203.0.113.9")[0] == 403
     response = client.get("/metrics", headers={"Authorization": "Bearer s3cret"}, environ_base={"REMOTE_ADDR": "203.0.113.9"})
     assert response.status_code == 200
+
+
+def test_the_metrics_token_is_compared_in_constant_time(client, monkeypatch):
+    compared: list[tuple[bytes, bytes]] = []
+    real = hmac.compare_digest
+
+    def spy(a, b):
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    monkeypatch.setenv("METRICS_TOKEN", "s3cret")
+    wrong = client.get("/metrics", headers={"Authorization": "Bearer s3creX"})
+    right = client.get("/metrics", headers={"Authorization": "Bearer s3cret"})
+
+    assert (wrong.status_code, right.status_code) == (403, 200)
+    assert compared == [(b"Bearer s3creX", b"Bearer s3cret"), (b"Bearer s3cret", b"Bearer s3cret")]
+
+
+@pytest.mark.parametrize("header", ["Forwarded", "X-Forwarded-For", "X-Real-IP"])
+def test_a_request_a_proxy_on_this_host_forwards_is_not_a_loopback_scrape(client, header):
+    """A proxy on the same host connects from loopback for anyone on the internet."""
+    assert scrape(client)[0] == 200
+    response = client.get("/metrics", headers={header: "203.0.113.9"})
+    assert response.status_code == 403
 
 
 def test_counters_of_a_worker_process_reach_the_web_process_in_multiprocess_mode(
