@@ -145,6 +145,17 @@ def start_web(tmp_path: Path) -> Iterator[Callable[..., str]]:
             process.wait()
 
 
+def test_two_web_processes_of_one_user_leave_no_control_socket_for_each_other_to_remove(
+    settings: Settings, start_web: Callable[..., str], tmp_path: Path,
+) -> None:
+    runtime, home = tmp_path / "runtime", tmp_path / "home"
+    runtime.mkdir(), home.mkdir()
+    for _ in range(2):  # gunicorn's default path is $XDG_RUNTIME_DIR/gunicorn.ctl, else ~/.gunicorn/gunicorn.ctl
+        start_web(settings, XDG_RUNTIME_DIR=str(runtime), HOME=str(home), GATE_TENANT="", GATE_PORT="0")
+
+    assert sorted(runtime.iterdir()) == [] and sorted(home.iterdir()) == []
+
+
 def test_gunicorn_serves_another_tenant_while_one_tenant_holds_its_cap_and_floods(
     settings: Settings, tenant: SimpleNamespace, other_tenant: SimpleNamespace, socket_gate: SocketGate,
     start_web: Callable[..., str],

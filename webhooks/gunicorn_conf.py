@@ -29,6 +29,10 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 worker_class = "gthread"
 threads = int(os.environ.get("WEB_THREADS", "8"))
 accesslog = "-"
+#: No control socket (``gunicornc``, unused here): its default path (``$XDG_RUNTIME_DIR/gunicorn.ctl``
+#: or ``~/.gunicorn/gunicorn.ctl``) is shared by every instance a user runs, so starting a
+#: second one unlinked the first one's socket and stopping either deleted the other's.
+control_socket_disable = True
 
 #: Seconds a thread may hold the GIL while another waits for it (the interpreter's default is 0.005).
 GIL_SWITCH_INTERVAL = 0.001
