@@ -278,6 +278,26 @@ def ingest_clock(monkeypatch: pytest.MonkeyPatch) -> IngestClock:
     return clock
 
 
+@pytest.fixture
+def socket_gate() -> Iterator[Any]:
+    """Where ``tests.gated_app`` holds a tenant's events (``tests.web_process.SocketGate``)."""
+    from tests.web_process import SocketGate
+
+    gate = SocketGate()
+    yield gate
+    gate.close()
+
+
+@pytest.fixture
+def start_web(tmp_path: Any) -> Iterator[Callable[..., str]]:
+    """``start_web(settings, **env)``: gunicorn as the Procfile runs it, serving ``tests.gated_app``; its URL."""
+    from tests.web_process import WebProcesses
+
+    processes = WebProcesses(tmp_path)
+    yield processes.start
+    processes.stop()
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
     """Poll ``predicate`` until it returns something truthy, or fail the test."""
     deadline = time.monotonic() + timeout

@@ -1,31 +1,24 @@
 """The web process as the Procfile runs it: gunicorn with ``webhooks.gunicorn_conf``, threaded workers.
 
-A tenant flooding the API never slows the others: each process serves ``WEB_THREADS``
-requests at once and gives one tenant at most ``TENANT_MAX_CONCURRENT_REQUESTS`` of them.
+Its server (slow clients, turns by client, its own answers) is tested in ``tests/server``.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import socket
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable, Iterator
+from typing import Callable
 
 import httpx
 import pytest
 
-from tests.conftest import settings_env, wait_until
-from tests.receivers import unused_port
 from webhooks.config import Settings
 from webhooks.cli import create_tenant
 from webhooks.storage.models import Event, IdempotencyKey
-
-ROOT = Path(__file__).resolve().parents[1]
 
 EVENT = {"event_type": "order.created", "payload": {"order": 1}}
 
@@ -36,7 +29,7 @@ def test_the_web_process_runs_threaded_workers_sized_by_the_environment(monkeypa
     for name in ("WEB_CONCURRENCY", "WEB_THREADS"):
         monkeypatch.delenv(name, raising=False)
     defaults = importlib.reload(gunicorn_conf)
-    assert (defaults.worker_class, defaults.workers, defaults.threads) == ("gthread", 2, 8)
+    assert (defaults.worker_class, defaults.workers, defaults.threads) == ("webhooks.server.worker.BufferingWorker", 2, 8)
 
     monkeypatch.setenv("WEB_CONCURRENCY", "3")
     monkeypatch.setenv("WEB_THREADS", "16")
@@ -70,81 +63,6 @@ def test_each_web_worker_hands_the_gil_to_a_waiting_thread_within_a_millisecond(
     assert sys.getswitchinterval() == before
 
 
-class SocketGate:
-    """Where ``tests.gated_app`` holds requests: each held request is one connection, let go by one byte."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(30)
-        self.held: list[socket.socket] = []
-
-    @property
-    def port(self) -> int:
-        return int(self.listener.getsockname()[1])
-
-    def wait_for(self, count: int) -> None:
-        """Return once ``count`` requests are held (fails after 30 s)."""
-        while len(self.held) < count:
-            connection, _ = self.listener.accept()
-            self.held.append(connection)
-
-    def open(self) -> None:
-        for connection in self.held:
-            connection.sendall(b"x")
-            connection.close()
-        self.held = []
-
-    def close(self) -> None:
-        self.open()
-        self.listener.close()
-
-
-@pytest.fixture
-def socket_gate() -> Iterator[SocketGate]:
-    gate = SocketGate()
-    yield gate
-    gate.close()
-
-
-@pytest.fixture
-def start_web(tmp_path: Path) -> Iterator[Callable[..., str]]:
-    """``start_web(settings, **env)``: gunicorn as the Procfile runs it, serving ``tests.gated_app``; its URL."""
-    running: list[subprocess.Popen[bytes]] = []
-
-    def start(settings: Settings, **env: str) -> str:
-        port = unused_port()
-        environment = {**settings_env(settings), "BIND": f"127.0.0.1:{port}", **env}
-        log = tmp_path / f"gunicorn-{len(running)}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf", "tests.gated_app:create_app()"],
-                cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT,
-            )
-        running.append(process)
-        url = f"http://127.0.0.1:{port}"
-
-        def serving() -> bool:
-            assert process.poll() is None, f"gunicorn exited:\n{log.read_text()}"
-            try:
-                return httpx.get(f"{url}/healthz", timeout=1.0, trust_env=False).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(serving, timeout=30)
-        assert "Using worker: gthread" in log.read_text()
-        return url
-
-    yield start
-    for process in running:
-        process.terminate()
-    for process in running:
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def test_two_web_processes_of_one_user_leave_no_control_socket_for_each_other_to_remove(
     settings: Settings, start_web: Callable[..., str], tmp_path: Path,
 ) -> None:
@@ -154,36 +72,6 @@ def test_two_web_processes_of_one_user_leave_no_control_socket_for_each_other_to
         start_web(settings, XDG_RUNTIME_DIR=str(runtime), HOME=str(home), GATE_TENANT="", GATE_PORT="0")
 
     assert sorted(runtime.iterdir()) == [] and sorted(home.iterdir()) == []
-
-
-def test_gunicorn_serves_another_tenant_while_one_tenant_holds_its_cap_and_floods(
-    settings: Settings, tenant: SimpleNamespace, other_tenant: SimpleNamespace, socket_gate: SocketGate,
-    start_web: Callable[..., str],
-) -> None:
-    url = start_web(settings, WEB_CONCURRENCY="1", WEB_THREADS="4", TENANT_MAX_CONCURRENT_REQUESTS="2",
-                    GATE_TENANT=tenant.id, GATE_PORT=str(socket_gate.port))
-
-    def post(who: SimpleNamespace) -> httpx.Response:
-        return httpx.post(f"{url}/v1/events", json=EVENT, headers={"Authorization": f"Bearer {who.api_key}"},
-                          timeout=20.0, trust_env=False)
-
-    with ThreadPoolExecutor(8) as pool:
-        held = [pool.submit(post, tenant) for _ in range(2)]
-        socket_gate.wait_for(2)
-        # More requests than the process has threads: each is refused at once, none waits.
-        flood = [pool.submit(post, tenant) for _ in range(6)]
-        refused = [future.result(timeout=20) for future in flood]
-        other = post(other_tenant)
-        written_while_held = Event.select().where(Event.tenant == tenant.id).count()
-        socket_gate.open()
-        accepted = [future.result(timeout=20) for future in held]
-
-    assert [response.status_code for response in refused] == [429] * 6
-    assert all(response.headers["Retry-After"] == "1" for response in refused)
-    assert other.status_code == 202
-    assert written_while_held == 0
-    assert [response.status_code for response in accepted] == [202, 202]
-    assert Event.select().where(Event.tenant == tenant.id).count() == 2
 
 
 def test_a_threaded_worker_answers_many_tenants_concurrent_requests_as_a_single_thread_would(

@@ -17,6 +17,7 @@ from webhooks.messaging.topology import Topology
 #: What each whole-number setting must be, as its error message says it.
 RETENTION_DAYS_RULE = "a whole number of days, at least 1"
 TENANT_MAX_CONCURRENT_REQUESTS_RULE = "a whole number of requests, at least 1, or 0 for no limit"
+TENANT_MAX_WAITING_REQUESTS_RULE = "a whole number of requests, at least 1, or 0 for no bound"
 #: AMQP's prefetch-count is a 16-bit field.
 MAX_PREFETCH = 65_535
 WORKER_PREFETCH_RULE = f"a whole number of messages from 1 to {MAX_PREFETCH:,}"
@@ -48,9 +49,16 @@ class Settings:
     #: As high as the batch ingestion the service is built for (20,000 events/s in batches of 100),
     #: so a tenant sending batches is never held below what the web tier can take.
     ingest_rate_limit: float = 20_000.0
-    #: Authenticated API requests one tenant may have in progress at once in each web process
-    #: (``webhooks.api.admission``): one tenant never holds every thread. 0: no limit.
+    #: Requests one client (one API key) may have running at once in each web process while
+    #: alone, one while others are active (``webhooks.server.turns``); the rest wait their
+    #: turn without a thread. 0: no limit but the threads.
     tenant_max_concurrent_requests: int = 4
+    #: Whole requests of one client that may wait for their turn in each web process
+    #: (``webhooks.server.turns``); one more is refused with 429. 0: no bound.
+    tenant_max_waiting_requests: int = 128
+    #: Seconds a client has to send a whole request (head and body) from its first byte, or to
+    #: send a first byte on a new connection (``webhooks.server.worker``); then 408.
+    request_read_timeout: float = 30.0
     endpoint_max_in_flight: int = 128
     offline_after_failures: int = 5
     release_rate: float = 20.0
@@ -74,6 +82,11 @@ class Settings:
             raise ValueError(f"RETENTION_DAYS must be {RETENTION_DAYS_RULE} (got {self.retention_days})")
         if not 1 <= self.worker_prefetch <= MAX_PREFETCH:
             raise ValueError(f"WORKER_PREFETCH must be {WORKER_PREFETCH_RULE} (got {self.worker_prefetch})")
+        if self.tenant_max_waiting_requests < 0:
+            raise ValueError(f"TENANT_MAX_WAITING_REQUESTS must be {TENANT_MAX_WAITING_REQUESTS_RULE} "
+                             f"(got {self.tenant_max_waiting_requests})")
+        if self.request_read_timeout <= 0:
+            raise ValueError(f"REQUEST_READ_TIMEOUT must be a duration above zero (got {self.request_read_timeout:g}s)")
         if self.tenant_max_concurrent_requests < 0:
             raise ValueError(f"TENANT_MAX_CONCURRENT_REQUESTS must be {TENANT_MAX_CONCURRENT_REQUESTS_RULE} "
                              f"(got {self.tenant_max_concurrent_requests})")
@@ -99,6 +112,12 @@ class Settings:
                 env.get("TENANT_MAX_CONCURRENT_REQUESTS", str(cls.tenant_max_concurrent_requests)),
                 TENANT_MAX_CONCURRENT_REQUESTS_RULE,
             ),
+            tenant_max_waiting_requests=_whole_number(
+                "TENANT_MAX_WAITING_REQUESTS",
+                env.get("TENANT_MAX_WAITING_REQUESTS", str(cls.tenant_max_waiting_requests)),
+                TENANT_MAX_WAITING_REQUESTS_RULE,
+            ),
+            request_read_timeout=parse_seconds(env.get("REQUEST_READ_TIMEOUT", "30s")),
             endpoint_max_in_flight=int(env.get("ENDPOINT_MAX_IN_FLIGHT", cls.endpoint_max_in_flight)),
             offline_after_failures=int(env.get("OFFLINE_AFTER_FAILURES", cls.offline_after_failures)),
             release_rate=float(env.get("RELEASE_RATE", cls.release_rate)),

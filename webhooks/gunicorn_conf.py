@@ -1,9 +1,10 @@
 """gunicorn settings for the web process (``gunicorn -c python:webhooks.gunicorn_conf``).
 
-Threaded workers (``gthread``): each of ``WEB_CONCURRENCY`` processes serves up to
-``WEB_THREADS`` requests at once, so a request is not queued behind whole requests of
-others as with sync workers; ``TENANT_MAX_CONCURRENT_REQUESTS`` (``webhooks.api.admission``)
-keeps one tenant from taking all of a process's threads.
+Threaded workers (gunicorn's ``gthread``, as ``webhooks.server.worker`` extends it): each of
+``WEB_CONCURRENCY`` processes reads requests in its event loop and runs up to ``WEB_THREADS``
+whole requests at once, so a slow client holds no thread and a request is not queued behind
+whole requests of others as with sync workers; whole requests wait for a thread in turns by
+client (``webhooks.server.turns``), so one client's burst never takes all of a process's threads.
 
 A request thread that waits on a socket (PostgreSQL, the client) and wakes while another
 thread runs Python waits for the GIL up to the interpreter's switch interval, 5 ms by
@@ -26,7 +27,9 @@ from webhooks.metrics import child_exit  # noqa: F401 - gunicorn reads the hook 
 #: ``BIND``, ``WEB_CONCURRENCY`` and ``WEB_THREADS`` as in the Procfile's environment.
 bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-worker_class = "gthread"
+#: gunicorn's threaded worker, reading whole requests in its event loop before a thread sees them,
+#: and handing them to threads in turns by client (``webhooks.server.worker``).
+worker_class = "webhooks.server.worker.BufferingWorker"
 threads = int(os.environ.get("WEB_THREADS", "8"))
 accesslog = "-"
 #: No control socket (``gunicornc``, unused here): its default path (``$XDG_RUNTIME_DIR/gunicorn.ctl``

@@ -38,7 +38,7 @@ ATTEMPT_SECONDS = Histogram(
 EVENTS = Counter("webhooks_events_ingested", "Events accepted by POST /v1/events (replays not counted)")
 API_REFUSED = Counter(
     "webhooks_api_refused", "API requests answered 429, by the limit they met (ingest_rate: INGEST_RATE_LIMIT; "
-    "concurrent_requests: TENANT_MAX_CONCURRENT_REQUESTS)", ["limit"],
+    "waiting_requests: TENANT_MAX_WAITING_REQUESTS)", ["limit"],
 )
 WINDOW_CUTS = Counter(
     "webhooks_window_cuts", "Cuts of an endpoint's concurrency window, by cause (failure: timeout, error, 5xx, 429; "

@@ -1,7 +1,7 @@
-"""A tenant's share while others are active: what the web tier's admission and the worker's lanes both ask.
+"""A tenant's share while others are active: what the web server's turns and the worker's lanes both ask.
 
 Both shrink a busy tenant's share of a process while another tenant has been active in it
-recently (``webhooks.api.admission``: requests running at once; ``webhooks.delivery.lanes``:
+recently (``webhooks.server.turns``: requests running at once; ``webhooks.delivery.lanes``:
 quick deliveries under way), so that the other tenant's one request or delivery does not
 queue behind the busy tenant's many. ``RecentTenants`` answers "has any tenant but this one
 been active within the window?" in constant time; ``count_down`` keeps per-tenant counts

@@ -23,8 +23,7 @@ from werkzeug.exceptions import (
 from webhooks import metrics
 from webhooks.actions import BrokerUnavailable
 from webhooks.ingest.accept import RateLimited
-from webhooks.api import admission, fast_ingest, register_blueprints
-from webhooks.api.admission import TooManyConcurrentRequests
+from webhooks.api import fast_ingest, register_blueprints
 from webhooks.api.error_docs import ErrorResponsesPlugin, document_too_many_requests
 
 log = logging.getLogger(__name__)
@@ -38,7 +37,7 @@ BROKER_RETRY_AFTER = 5
 ErrorResponse = tuple[dict[str, Any], int, dict[str, str]]
 
 #: The limit behind each 429, as ``webhooks_api_refused_total`` labels it.
-REFUSED_BY: dict[type[Exception], str] = {RateLimited: "ingest_rate", TooManyConcurrentRequests: "concurrent_requests"}
+REFUSED_BY: dict[type[Exception], str] = {RateLimited: "ingest_rate"}
 
 
 def init_web(app: Flask) -> None:
@@ -53,7 +52,6 @@ def init_web(app: Flask) -> None:
     app.register_blueprint(metrics.blueprint)
     app.before_request(reject_oversized_body)
     fast_ingest.install(app)
-    admission.install(app, app.extensions["webhooks.settings"].tenant_max_concurrent_requests)  # outermost
 
     def http_error(error: HTTPException) -> ErrorResponse:
         payload, code, headers = api.handle_http_exception(error)
@@ -66,7 +64,7 @@ def init_web(app: Flask) -> None:
     def broker_unavailable(error: BrokerUnavailable) -> ErrorResponse:
         return http_error(_with_data(ServiceUnavailable(), str(error), {"Retry-After": str(BROKER_RETRY_AFTER)}))
 
-    def too_many_requests(error: RateLimited | TooManyConcurrentRequests) -> ErrorResponse:
+    def too_many_requests(error: RateLimited) -> ErrorResponse:
         metrics.API_REFUSED.labels(REFUSED_BY[type(error)]).inc()
         retry_after = str(max(1, math.ceil(error.retry_after)))
         return http_error(_with_data(TooManyRequests(), str(error), {"Retry-After": retry_after}))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any, Callable
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from werkzeug.test import EnvironBuilder
 
 from tests.conftest import IngestClock
 from tests.api_helpers import create_endpoint, row_counts
@@ -141,3 +143,25 @@ def test_a_conflict_and_a_refusal_reach_the_view_having_written_nothing(
     assert conflict.status_code == 409 and "idempotency key 'k'" in conflict.get_json()["message"]
     assert refused.status_code == 429 and refused.headers["Retry-After"]
     assert row_counts()["Event"] == before["Event"] + 1
+
+
+def test_the_shortcut_checks_the_key_before_it_reads_the_body(fast_and_slow: tuple[Flask, Flask]) -> None:
+    """A request without a valid key costs no body read, let alone parsing (design decision 24)."""
+    fast, _ = fast_and_slow
+
+    class Body(io.BytesIO):
+        reads = 0
+
+        def read(self, *args: Any) -> bytes:
+            Body.reads += 1
+            return super().read(*args)
+
+    environ = EnvironBuilder(path="/v1/events", method="POST", data=b'{"event_type": "a", "payload": {}}',
+                             headers={"Authorization": "Bearer key_nope.x", "Content-Type": "application/json"}
+                             ).get_environ()
+    environ["wsgi.input"] = Body(b'{"event_type": "a", "payload": {}}')
+    statuses: list[str] = []
+
+    b"".join(fast.wsgi_app(environ, lambda status, headers, *_: statuses.append(status)))
+
+    assert statuses == ["401 UNAUTHORIZED"] and Body.reads == 0

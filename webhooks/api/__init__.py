@@ -3,9 +3,8 @@
 ``events`` (with ``fast_ingest``, the WSGI fast path of ``POST /v1/events`` and its
 batch), ``endpoints``, ``deliveries``, ``keys`` and ``ops`` are the blueprints;
 ``schemas`` says what a request may hold and how each object is shown, ``parsing`` and
-``common`` are what the views share, ``auth`` resolves the bearer key, ``admission``
-caps each tenant's requests in progress per process and ``error_docs`` documents the
-errors in the OpenAPI document.
+``common`` are what the views share, ``auth`` resolves the bearer key and ``error_docs``
+documents the errors in the OpenAPI document.
 
 May import: every stage (``storage``, ``messaging``, ``ingest``, ``health``,
 ``delivery``), the shared modules at the top and ``actions`` and ``readiness``; not the

@@ -1,11 +1,10 @@
-"""Tenant authentication of /v1 requests: ``Authorization: Bearer <api key>`` -> ``g.tenant``, then admission."""
+"""Tenant authentication of /v1 requests: ``Authorization: Bearer <api key>`` -> ``g.tenant``."""
 
 from __future__ import annotations
 
 from flask import g, request
 from flask_smorest import abort
 
-from webhooks.api import admission
 from webhooks.ingest import auth_keys
 
 #: Sent with every 401 so clients know which scheme to use (RFC 6750).
@@ -19,8 +18,8 @@ def _unauthorized(message: str) -> None:
 def require_tenant() -> None:
     """``before_request`` of the /v1 blueprints: store the key's tenant in ``g.tenant`` or 401.
 
-    Then the request counts as one of the tenant's requests in progress, or is refused
-    (``admission.TooManyConcurrentRequests``: 429) before its view runs.
+    (A client's requests reach here in turns, one at a time while others are active:
+    ``webhooks.server.turns`` in the web server, before a thread is taken.)
     """
     header = request.headers.get("Authorization", "").strip()
     if not header:
@@ -35,4 +34,3 @@ def require_tenant() -> None:
     g.tenant = tenant
     #: The key's id (never its secret): who asked, for what is recorded (resends, recovers).
     g.api_key_id = key.partition(".")[0]
-    admission.admit(request.environ, tenant.id)

@@ -21,10 +21,11 @@ TOO_MANY = (429, "TOO_MANY_REQUESTS")
 #: The 429 response: which limits answer it, and its ``Retry-After``.
 TOO_MANY_REQUESTS = {
     "description": (
-        "Too many requests; nothing was done. Either the tenant already has as many requests in progress as "
-        "one server process handles for a tenant at once (`TENANT_MAX_CONCURRENT_REQUESTS`, any operation; "
-        "`Retry-After: 1`), or, when sending events, it is over its ingest rate limit (`INGEST_RATE_LIMIT` "
-        "events per second, counted in events). Retry after `Retry-After` seconds."
+        "Too many requests; nothing was done. Either the client already has as many requests waiting for their "
+        "turn as one server process keeps for a client (`TENANT_MAX_WAITING_REQUESTS`, any operation; "
+        "`Retry-After: 1`; requests beyond those running wait their turn, they are not refused), or, when "
+        "sending events, the tenant is over its ingest rate limit (`INGEST_RATE_LIMIT` per second, counted in "
+        "events and in the deliveries they make). Retry after `Retry-After` seconds."
     ),
     "headers": {"Retry-After": {"description": "Seconds to wait before retrying.", "required": True,
                                 "schema": {"type": "integer", "minimum": 1}}},

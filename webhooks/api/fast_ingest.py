@@ -15,9 +15,8 @@ handlers, documented once in the OpenAPI document. The errors ingestion raises
 so the view meets them again; an unexpected error is re-raised inside Flask's request
 handling, which logs it and answers 500 as for any other route.
 
-Once the key names the tenant, the request takes its admission slot (``admission.admit``)
-and keeps it if handed over to the views; a tenant at its limit is handed over too, and
-``require_tenant`` refuses it there with the views' 429.
+The key is checked before the body is read (design decision 24): a request without a
+valid key costs no parsing; it is handed over, and the views answer its 401.
 """
 
 from __future__ import annotations
@@ -27,8 +26,6 @@ from typing import Any, Callable, Iterable
 
 from flask import Flask, request
 
-from webhooks.api import admission
-from webhooks.api.admission import WSGIApp
 from webhooks.ingest import accept as ingest, auth_keys
 from webhooks.api.events import (
     EVENT_CREATE,
@@ -49,7 +46,9 @@ FAILED = "webhooks.fast_ingest.error"
 
 #: Errors raised before anything was written: the view, run next, meets them again.
 NOTHING_WRITTEN = (ingest.RateLimited, ingest.IdempotencyConflict, ingest.BatchOverRateLimit,
-                   ingest.ReservedEventType, ingest.UnknownTenant, admission.TooManyConcurrentRequests)
+                   ingest.ReservedEventType, ingest.UnknownTenant)
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class Declined(Exception):
@@ -68,9 +67,8 @@ class FastIngest:
             return self.wsgi_app(environ, start_response)
         body = None
         try:
-            body = _body(environ, self.app.config.get("MAX_CONTENT_LENGTH"))
             tenant = _tenant(environ)
-            admission.admit(environ, tenant.id)
+            body = _body(environ, self.app.config.get("MAX_CONTENT_LENGTH"))
             with self.app.app_context():
                 response = self._accept(environ, tenant, body, path == BATCH)
                 return response(environ, start_response)

@@ -32,7 +32,7 @@ batch, instead of when the flood's next batch ends.
 Handed out is not yet done: the other tenant's delivery then takes its turns in the
 event loop beside every one of the flood's under way (Little's law: the time each waits
 is the work under way over the rate it is done). So, as the web tier does with its
-requests (``webhooks.api.admission``), a tenant's share shrinks while it is not alone:
+requests (``webhooks.server.turns``), a tenant's share shrinks while it is not alone:
 while another tenant has had a quick delivery handed out here within
 ``SHARE_WINDOW_SECONDS``, a tenant may have ``shared_quick_budget`` quick deliveries under
 way (an eighth of the budget unless told). Only quick deliveries count as activity: a

@@ -1,0 +1,1 @@
+"""Tests of the web process's HTTP server (``webhooks/server``)."""

@@ -1,0 +1,117 @@
+"""Whole requests waiting for a thread of the web process, handed out in turns by client.
+
+A web process runs requests on a few threads (``WEB_THREADS``). First come, first served,
+one client's burst of concurrent requests takes every thread and another client's request
+waits behind all of it; refusing the burst (429) refuses ordinary parallel senders. So a
+whole request waits here, without a thread, for its client's turn: the next thread goes to the client
+with the fewest requests running (a client that has none goes before a burst's next
+request), clients with as many in turns, in the order they came; a client runs at most ``share_alone`` requests at
+once, and only one while another client has sent a request within the last second
+(``tenant_share``), since a process runs Python one thread at a time and a flood's requests
+running side by side take that many shares of it. Only a client with ``max_waiting``
+requests already waiting is refused, at once, without anything being done.
+
+A client is whoever holds a credential (``webhooks.server.worker`` names it): an API key
+is one client, whatever tenant it belongs to; a request with no credential (a health check,
+a scrape) is its peer address's, and does not shrink anyone's share. Used by the server's event loop only: no locks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Callable, Generic, TypeVar
+
+from webhooks.tenant_share import RecentTenants, count_down
+
+T = TypeVar("T")
+
+
+class ClientTurns(Generic[T]):
+    """Requests waiting by client; ``take`` gives the next one to run, ``done`` says one ended.
+
+    ``threads``: how many run at once in all. ``share_alone``: how many of one client's run
+    at once while it is alone (0: as many as there are threads, alone or not).
+    ``max_waiting``: how many of one client's may wait (0: no bound).
+    """
+
+    def __init__(self, threads: int, share_alone: int, max_waiting: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if threads < 1:
+            raise ValueError(f"at least one thread (got {threads})")
+        self.threads, self.share_alone, self.max_waiting = threads, share_alone, max_waiting
+        self.running = 0
+        self._clock = clock
+        self._waiting: dict[str, deque[T]] = {}
+        self._running: dict[str, int] = {}
+        #: Clients with a request waiting, in turn order; one at its share leaves it until ``done``.
+        self._ring: deque[str] = deque()
+        self._in_ring: set[str] = set()
+        self._seen = RecentTenants()
+
+    def put(self, client: str, request: T, active: bool = True) -> bool:
+        """Queue ``request`` for its client's turn; False (nothing queued) if the client has
+        ``max_waiting`` waiting already. ``active``: the request makes its client one that
+        shrinks others' share (not so a health check or a scrape, which names no one)."""
+        waiting = self._waiting.get(client)
+        if waiting is None:
+            waiting = self._waiting[client] = deque()
+        elif self.max_waiting and len(waiting) >= self.max_waiting:
+            return False
+        waiting.append(request)
+        if active:
+            self._seen.seen(client, self._clock())
+        self._enter_ring(client)
+        return True
+
+    def take(self) -> tuple[str, T] | None:
+        """The next request to run and its client, counted as running; None while every thread
+        runs one, or when no client with a request waiting may run one more.
+
+        Of the clients below their share, the one with the fewest running goes; ties in turn
+        order. A scan of the clients with requests waiting: a handful, not thousands."""
+        if self.running >= self.threads:
+            return None
+        now = self._clock()
+        chosen, fewest = None, self.threads
+        for client in list(self._ring):
+            running = self._running.get(client, 0)
+            if running >= self.share(client, now):
+                self._ring.remove(client)  # back in with ``done``
+                self._in_ring.discard(client)
+            elif running < fewest:
+                chosen, fewest = client, running
+        if chosen is None:
+            return None
+        self._ring.remove(chosen)
+        waiting = self._waiting[chosen]
+        request = waiting.popleft()
+        if waiting:
+            self._ring.append(chosen)
+        else:
+            del self._waiting[chosen]
+            self._in_ring.discard(chosen)
+        self._running[chosen] = fewest + 1
+        self.running += 1
+        return chosen, request
+
+    def done(self, client: str) -> None:
+        """A running request of ``client`` ended: its next one may go in its turn."""
+        count_down(self._running, client)
+        self.running -= 1
+        if client in self._waiting:
+            self._enter_ring(client)
+
+    def share(self, client: str, now: float) -> int:
+        """How many of ``client``'s requests may run at once now."""
+        if not self.share_alone:
+            return self.threads
+        return 1 if self._seen.others_active(client, now) else self.share_alone
+
+    def waiting(self, client: str) -> int:
+        return len(self._waiting.get(client, ()))
+
+    def _enter_ring(self, client: str) -> None:
+        if client not in self._in_ring:
+            self._in_ring.add(client)
+            self._ring.append(client)
