@@ -13,7 +13,6 @@ import ast
 import importlib.util
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ from flask import Flask
 
 from webhooks.config import Settings
 from webhooks.delivery.signing import sign
+
+from tests.receivers import unused_port
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -326,16 +327,10 @@ def receiver_code(page: Path) -> str:
     return blocks[0]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_the_receiver_the_pages_show_verifies_a_signed_request_and_refuses_a_forged_one(tmp_path: Path) -> None:
     code = receiver_code(README)
     assert receiver_code(ROOT / "docs" / "customers.md") == code
-    port = free_port()
+    port = unused_port()
     script = tmp_path / "receiver.py"
     script.write_text(code.replace('("127.0.0.1", 9000)', f'("127.0.0.1", {port})'))
     secret = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
