@@ -18,6 +18,7 @@ from webhooks.messaging.topology import Topology
 RETENTION_DAYS_RULE = "a whole number of days, at least 1"
 TENANT_MAX_CONCURRENT_REQUESTS_RULE = "a whole number of requests, at least 1, or 0 for no limit"
 TENANT_MAX_WAITING_REQUESTS_RULE = "a whole number of requests, at least 1, or 0 for no bound"
+MAX_ENDPOINTS_PER_TENANT_RULE = "a whole number of endpoints, at least 1, or 0 for no limit"
 #: AMQP's prefetch-count is a 16-bit field.
 MAX_PREFETCH = 65_535
 WORKER_PREFETCH_RULE = f"a whole number of messages from 1 to {MAX_PREFETCH:,}"
@@ -59,6 +60,9 @@ class Settings:
     #: Seconds a client has to send a whole request (head and body) from its first byte, or to
     #: send a first byte on a new connection (``webhooks.server.worker``); then 408.
     request_read_timeout: float = 30.0
+    #: Live endpoints one tenant may have (``POST /v1/endpoints`` beyond it: 409). 0: no limit.
+    #: Each endpoint is a delivery of every event it subscribes to: this bounds a tenant's fan-out.
+    max_endpoints_per_tenant: int = 100
     endpoint_max_in_flight: int = 128
     offline_after_failures: int = 5
     release_rate: float = 20.0
@@ -82,6 +86,9 @@ class Settings:
             raise ValueError(f"RETENTION_DAYS must be {RETENTION_DAYS_RULE} (got {self.retention_days})")
         if not 1 <= self.worker_prefetch <= MAX_PREFETCH:
             raise ValueError(f"WORKER_PREFETCH must be {WORKER_PREFETCH_RULE} (got {self.worker_prefetch})")
+        if self.max_endpoints_per_tenant < 0:
+            raise ValueError(f"MAX_ENDPOINTS_PER_TENANT must be {MAX_ENDPOINTS_PER_TENANT_RULE} "
+                             f"(got {self.max_endpoints_per_tenant})")
         if self.tenant_max_waiting_requests < 0:
             raise ValueError(f"TENANT_MAX_WAITING_REQUESTS must be {TENANT_MAX_WAITING_REQUESTS_RULE} "
                              f"(got {self.tenant_max_waiting_requests})")
@@ -118,6 +125,10 @@ class Settings:
                 TENANT_MAX_WAITING_REQUESTS_RULE,
             ),
             request_read_timeout=parse_seconds(env.get("REQUEST_READ_TIMEOUT", "30s")),
+            max_endpoints_per_tenant=_whole_number(
+                "MAX_ENDPOINTS_PER_TENANT", env.get("MAX_ENDPOINTS_PER_TENANT", str(cls.max_endpoints_per_tenant)),
+                MAX_ENDPOINTS_PER_TENANT_RULE,
+            ),
             endpoint_max_in_flight=int(env.get("ENDPOINT_MAX_IN_FLIGHT", cls.endpoint_max_in_flight)),
             offline_after_failures=int(env.get("OFFLINE_AFTER_FAILURES", cls.offline_after_failures)),
             release_rate=float(env.get("RELEASE_RATE", cls.release_rate)),

@@ -10,6 +10,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from tests.concurrency import in_threads
 from tests.api_helpers import (
     HOOK_URL,
     create_endpoint,
@@ -18,7 +19,7 @@ from tests.api_helpers import (
     row_counts,
 )
 from webhooks.config import Settings
-from webhooks.storage import endpoint_windows
+from webhooks.storage import db, endpoint_windows
 from webhooks.storage.models import Delivery, Endpoint, EndpointWindow
 from webhooks.messaging.publisher import Publisher
 from webhooks.health.releaser import Releaser
@@ -554,3 +555,60 @@ def test_an_endpoint_shows_the_concurrency_window_its_workers_use_now(client, he
 
     shown = client.get(f"/v1/endpoints/{endpoint}", headers=headers).json["concurrency"]
     assert shown == {"window": 44, "ceiling": 128, "in_flight": 20}, "two live workers add up; a dead one does not count"
+
+
+# --- the fan-out bound -----------------------------------------------------------------------
+
+
+def test_a_tenant_beyond_its_endpoint_limit_gets_409_naming_the_limit_and_nothing_is_written(
+    make_app: Callable[..., Flask], headers: dict[str, str], auth: Callable[..., dict[str, str]],
+    other_tenant: Any,
+) -> None:
+    client = make_app(max_endpoints_per_tenant=2).test_client()
+    first, _ = create_endpoint(client, headers), create_endpoint(client, headers)
+    before = row_counts()
+
+    refused = client.post("/v1/endpoints", json={"url": HOOK_URL}, headers=headers)
+
+    assert refused.status_code == 409
+    assert refused.json["message"].startswith("this tenant has 2 endpoints, the most it may have "
+                                              "(MAX_ENDPOINTS_PER_TENANT=2)")
+    assert row_counts() == before
+    create_endpoint(client, auth(other_tenant))  # counted per tenant
+    assert client.delete(f"/v1/endpoints/{first['id']}", headers=headers).status_code == 204
+    create_endpoint(client, headers)  # a deleted endpoint does not count
+
+
+def test_endpoints_created_at_once_never_pass_the_limit(make_app: Callable[..., Flask], headers: dict[str, str]) -> None:
+    app = make_app(max_endpoints_per_tenant=3)
+
+    def create(_: int) -> int:
+        return app.test_client().post("/v1/endpoints", json={"url": HOOK_URL}, headers=headers).status_code
+
+    statuses = in_threads(12, create, cleanup=db.database.close)
+
+    assert sorted(statuses) == [201] * 3 + [409] * 9
+    assert Endpoint.select().count() == 3
+
+
+def test_the_endpoint_limit_is_a_setting_with_a_default_of_100() -> None:
+    assert Settings.from_env(env={}).max_endpoints_per_tenant == 100
+    assert Settings.from_env(env={"MAX_ENDPOINTS_PER_TENANT": "0"}).max_endpoints_per_tenant == 0
+    with pytest.raises(ValueError, match="MAX_ENDPOINTS_PER_TENANT must be a whole number of endpoints"):
+        Settings.from_env(env={"MAX_ENDPOINTS_PER_TENANT": "-1"})
+
+
+def test_an_event_making_more_deliveries_than_the_rate_limit_allows_at_once_is_a_422(
+    make_app: Callable[..., Flask], headers: dict[str, str],
+) -> None:
+    client = make_app(ingest_rate_limit=2.0).test_client()
+    for _ in range(3):
+        create_endpoint(client, headers)
+    before = row_counts()
+
+    single = post_event(client, headers)
+    batch = client.post("/v1/events/batch", json=[{"event_type": "a", "payload": {}}], headers=headers)
+
+    assert (single.status_code, batch.status_code) == (422, 422)
+    assert single.json["message"].startswith("1 event makes 3 deliveries, more than the tenant's rate limit allows")
+    assert row_counts() == before

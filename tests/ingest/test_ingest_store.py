@@ -106,6 +106,41 @@ def test_a_refused_event_writes_nothing_and_uses_no_seq(tenant: SimpleNamespace,
     assert ingest.store_event(row, "order.created", PAYLOAD, None, rate_limit=1.0).event.seq == 2
 
 
+def test_events_making_more_deliveries_than_events_spend_a_token_per_delivery(
+    client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace, frozen: FrozenClock
+) -> None:
+    """A fan-out is paid for by what it makes: 3 endpoints, so one event costs 3 tokens."""
+    for _ in range(3):
+        create_endpoint(client, headers, event_types=["order.created"])
+    row = tenant_row(tenant)
+
+    ingest.store_event(row, "order.created", PAYLOAD, None, rate_limit=5.0)
+    assert tenant_row(tenant).ingest_tokens == 2.0
+    with pytest.raises(ingest.RateLimited) as refused:
+        ingest.store_event(row, "order.created", PAYLOAD, None, rate_limit=5.0)
+
+    assert refused.value.retry_after == pytest.approx(0.2)  # one token short, at 5 per second
+    assert (Event.select().count(), Delivery.select().count()) == (1, 3)
+    ingest.store_events(row, [ingest.NewEvent("order.shipped", {}), ingest.NewEvent("order.shipped", {})],
+                        rate_limit=5.0)  # no endpoint wants them: a token per event
+    assert tenant_row(tenant).ingest_tokens == 0.0
+
+
+def test_a_batch_making_more_deliveries_than_the_bucket_holds_is_refused_before_anything_is_written(
+    client: FlaskClient, headers: dict[str, str], tenant: SimpleNamespace, frozen: FrozenClock
+) -> None:
+    for _ in range(3):
+        create_endpoint(client, headers)
+    row = tenant_row(tenant)
+
+    with pytest.raises(ingest.BatchOverRateLimit) as refused:
+        ingest.store_events(row, batch(2), rate_limit=5.0)
+
+    assert str(refused.value).startswith("2 events make 6 deliveries, more than the tenant's rate limit allows at once")
+    assert (Event.select().count(), Delivery.select().count()) == (0, 0)
+    assert tenant_row(tenant).event_seq == 0
+
+
 def test_without_a_limit_the_bucket_is_left_alone(tenant: SimpleNamespace) -> None:
     ingest.store_event(tenant_row(tenant), "order.created", PAYLOAD, None)
 

@@ -16,7 +16,7 @@ from webhooks.api.common import api_requester, attempt_page, current_tenant, cur
 from webhooks.api.parsing import Blueprint
 from webhooks.api.auth import require_tenant
 from webhooks.storage.ids import new_id
-from webhooks.storage.models import Attempt, Delivery, Endpoint, HealthChange
+from webhooks.storage.models import Attempt, Delivery, Endpoint, HealthChange, Tenant
 from webhooks.health.presence import health_of
 from webhooks.api.schemas import (
     AttemptPageSchema,
@@ -73,6 +73,23 @@ def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
     return endpoints
 
 
+def _within_endpoint_limit(tenant_id: str) -> None:
+    """Abort 409 when the tenant has ``MAX_ENDPOINTS_PER_TENANT`` live endpoints already.
+
+    Inside the creating transaction, with the tenant row locked (``db.locking``; SQLite's
+    writers are serialised anyway), so two creations at once cannot both pass the count.
+    """
+    limit = current_app.extensions["webhooks.settings"].max_endpoints_per_tenant
+    if not limit:
+        return
+    db.locking(Tenant.select(Tenant.id).where(Tenant.id == tenant_id)).execute()
+    live = Endpoint.select().where((Endpoint.tenant == tenant_id) & Endpoint.deleted_at.is_null()).count()
+    if live >= limit:
+        abort(409, message=f"this tenant has {live} endpoints, the most it may have (MAX_ENDPOINTS_PER_TENANT="
+                           f"{limit}): each endpoint receives every event it subscribes to, so their number is "
+                           f"bounded; delete one, or subscribe an existing one to more event types")
+
+
 def check_target(url: str) -> None:
     """Abort 422 (on ``url``) when the URL may not be called: SSRF rules of ``netguard``."""
     settings = current_app.extensions["webhooks.settings"]
@@ -96,12 +113,17 @@ class Endpoints(MethodView):
 
     @blp.arguments(EndpointCreateSchema)
     @blp.response(201, EndpointWithSecretSchema)
+    @blp.alt_response(409, response="CONFLICT")
     def post(self, data: dict[str, Any]) -> tuple[Endpoint, dict[str, str]]:
-        """Register an endpoint; the answer holds its `whsec_` secret (v1) or `whpk_` public key (v1a)."""
+        """Register an endpoint; the answer holds its `whsec_` secret (v1) or `whpk_` public key (v1a).
+
+        A tenant has at most `MAX_ENDPOINTS_PER_TENANT` live endpoints (100 by default): one more is a 409.
+        """
         check_target(data["url"])
         scheme = data.pop("signature_scheme", "v1")
         now = utcnow()
         with db.write():
+            _within_endpoint_limit(current_tenant().id)
             endpoint = Endpoint.create(
                 id=new_id("ep"),
                 tenant=current_tenant().id,

@@ -112,6 +112,8 @@ class Events(MethodView):
             accepted = ingest.accept_event(current_tenant(), data["event_type"], data["payload"], key)
         except ingest.IdempotencyConflict as error:
             abort(409, message=str(error))
+        except ingest.BatchOverRateLimit as error:
+            abort(422, message=str(error))
         response_headers = {"Location": url_for("events.Event", event_id=accepted.event.id)}
         if accepted.replayed:
             response_headers[REPLAYED_HEADER] = "true"
@@ -159,7 +161,8 @@ class EventBatch(MethodView):
         and field. Each item may carry its own `idempotency_key`: an item whose key was seen
         (within 24 h, or earlier in the same batch) answers with that event, `replayed: true`,
         and creates nothing; the same key with a different body is a 409 naming the index.
-        The answer lists the events in request order. The rate limit counts events.
+        The answer lists the events in request order. The rate limit counts events, or the
+        deliveries they make when more.
         """
         if not 1 <= len(items) <= MAX_BATCH:
             abort(422, errors={"json": {"_schema": [f"a batch holds 1 to {MAX_BATCH} events, not {len(items)}"]}})

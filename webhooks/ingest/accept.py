@@ -5,9 +5,11 @@ path: a batch of one is a single event. The per-tenant ``seq`` is bumped by the 
 of new events with ``UPDATE … RETURNING`` inside the transaction, so the tenant row is
 locked until commit and ``seq`` order is commit order: a reader of ``after=n`` can never
 miss a smaller seq committed later; a batch's events take consecutive seqs in list order.
-The same statement spends one token per event from the tenant's ingest rate limit (a
-bucket on the tenant row, refilled in SQL from the time since its last use), so checking
-and spending are one atomic step under that lock; a refusal rolls everything back and
+The same statement spends the batch's cost from the tenant's ingest rate limit (a bucket
+on the tenant row, refilled in SQL from the time since its last use): a token per event,
+or per delivery when its events make more deliveries than there are events (``Plan.cost``:
+a fan-out is paid for by what it makes, not by the bytes posted), so checking and
+spending are one atomic step under that lock; a refusal rolls everything back and
 nothing is written.
 
 This is the hot path of ingestion, so on PostgreSQL it is two round trips with
@@ -44,7 +46,7 @@ from webhooks import metrics
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.ingest import idempotency
 from webhooks.ingest.idempotency import IdempotencyConflict, request_hash
-from webhooks.ingest.plan import Accepted, NewEvent, plan_rows, routes_of
+from webhooks.ingest.plan import Accepted, NewEvent, Plan, plan_rows, routes_of
 from webhooks.messaging.outbox import enqueue, message_for
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
@@ -73,15 +75,26 @@ class ReservedEventType(ValueError):
 
 
 class RateLimited(Exception):
-    """The tenant sends events faster than ``INGEST_RATE_LIMIT``; nothing was written."""
+    """The tenant sends events (or makes deliveries) faster than ``INGEST_RATE_LIMIT``; nothing was written."""
 
     def __init__(self, retry_after: float) -> None:
-        super().__init__(f"too many events: at most the tenant's rate limit per second; retry in {retry_after:.2f}s")
+        super().__init__(f"too many events: at most the tenant's rate limit per second, counted in events or in the "
+                         f"deliveries they make when more; retry in {retry_after:.2f}s")
         self.retry_after = retry_after
 
 
 class BatchOverRateLimit(ValueError):
-    """A batch holds more events than the tenant's bucket can ever hold (one second's worth)."""
+    """A batch costs more than the tenant's bucket can ever hold (one second's worth)."""
+
+
+def _within_bucket(plan: Plan, rate_limit: float | None) -> None:
+    """BatchOverRateLimit when the batch's deliveries alone are more than the bucket ever holds."""
+    cost = plan.cost()
+    if rate_limit is not None and cost > rate_limit:
+        events = "1 event makes" if len(plan.events) == 1 else f"{len(plan.events)} events make"
+        raise BatchOverRateLimit(f"{events} {cost} deliveries, more than the tenant's rate limit allows at once "
+                                 f"({rate_limit:g} per second, counted in events or in the deliveries they make): "
+                                 f"send fewer events a request, or subscribe fewer endpoints to them")
 
 
 class UnknownTenant(LookupError):
@@ -133,8 +146,10 @@ def _store_postgres(tenant_id: str, items: Sequence[NewEvent], digests: Sequence
             raise _KeySeen()
         plan = plan_rows(tenant_id, items, digests, now, routes_of(row[1:] for row in rows if row[1] is not None),
                          exclude_endpoint)
+        _within_bucket(plan, rate_limit)
         name, sql, params = plan.write_statement(rate_limit is not None,
-                                                 bump_params(POSTGRES, tenant_id, rate_limit, now, len(items)))
+                                                 bump_params(POSTGRES, tenant_id, rate_limit, now, len(items),
+                                                             plan.cost()))
         if name is not None:
             prepared.prepare(name, sql)  # once per connection and shape (a single event)
             sql = prepared.sql_for(name, sql)
@@ -156,11 +171,12 @@ def _store_generic(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[
     """The same statements one by one, inside the caller's ``write()`` (SQLite, or an enclosing transaction)."""
     dialect = POSTGRES if is_postgres() else SQLITE
     now = utcnow()
-    bump = bump_sql(dialect, rate_limit is not None)
-    cursor = database.execute_sql(bump, bump_params(dialect, tenant_id, rate_limit, now, len(items)))
-    last = _last_seq(cursor.fetchone(), rate_limit)
     routes = routes_of(database.execute_sql(endpoints_sql(dialect), [tenant_id]).fetchall())
     plan = plan_rows(tenant_id, items, digests, now, routes, exclude_endpoint)
+    _within_bucket(plan, rate_limit)
+    bump = bump_sql(dialect, rate_limit is not None)
+    cursor = database.execute_sql(bump, bump_params(dialect, tenant_id, rate_limit, now, len(items), plan.cost()))
+    last = _last_seq(cursor.fetchone(), rate_limit)
     plan.number(last - len(items) + 1)
     for statement, values in plan.statements(dialect, tenant_id, expired):
         database.execute_sql(statement, values)

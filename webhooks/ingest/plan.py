@@ -89,6 +89,11 @@ class Plan:
     keys: list[list[Any]]
     deliveries: list[list[dict[str, Any]]]
 
+    def cost(self) -> int:
+        """What the batch spends of the tenant's ingest rate limit: one token per event, or per
+        delivery it makes when it makes more (a fan-out to many endpoints costs what it makes)."""
+        return max(len(self.events), sum(len(group) for group in self.deliveries))
+
     def number(self, first_seq: int) -> None:
         """Give the events their seqs, consecutive from ``first_seq`` in list order."""
         for offset, event in enumerate(self.events):

@@ -53,9 +53,9 @@ SQLITE = Dialect(
 
 @lru_cache(maxsize=None)
 def bump_sql(dialect: Dialect, limited: bool) -> str:
-    """``UPDATE tenant … RETURNING event_seq, ingest_tokens``: seq + n and, when ``limited``,
-    n tokens spent from the bucket (refilled for the time since it was last used, capped
-    at one second's worth), for a batch of n events. Parameters: ``bump_params``.
+    """``UPDATE tenant … RETURNING event_seq, ingest_tokens``: seq + n for a batch of n events
+    and, when ``limited``, its cost in tokens spent from the bucket (refilled for the time
+    since it was last used, capped at one second's worth). Parameters: ``bump_params``.
 
     The remaining tokens come back negative when there were fewer than n: the caller rolls back.
     """
@@ -72,10 +72,12 @@ def bump_sql(dialect: Dialect, limited: bool) -> str:
             f'RETURNING "event_seq", "ingest_tokens"')
 
 
-def bump_params(dialect: Dialect, tenant_id: str, rate_limit: float | None, now: datetime, count: int) -> list[Any]:
+def bump_params(dialect: Dialect, tenant_id: str, rate_limit: float | None, now: datetime, count: int,
+                cost: int) -> list[Any]:
+    """``bump_sql``'s parameters: ``count`` events, spending ``cost`` tokens when ``rate_limit`` is set."""
     if rate_limit is None:
         return [count, tenant_id]
-    return [count, rate_limit, dialect.now_param(now), rate_limit, rate_limit, count, now, now, tenant_id]
+    return [count, rate_limit, dialect.now_param(now), rate_limit, rate_limit, cost, now, now, tenant_id]
 
 
 @lru_cache(maxsize=None)
