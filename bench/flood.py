@@ -71,15 +71,20 @@ def _flood_events(stack: ServiceStack, tenant: Tenant) -> int:
                            (tenant.id,))
 
 
-def flood(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str, Any]:
-    stack = ServiceStack("flood")
+def flood_fanout(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str, Any]:
+    """The same flood, each of A's events to all of its endpoints (ten times the deliveries)."""
+    return flood(receiver, plan, deadline, fanout=True)
+
+
+def flood(receiver: Receiver, plan: EnginePlan, deadline: Deadline, fanout: bool = False) -> dict[str, Any]:
+    stack = ServiceStack("flood-fanout" if fanout else "flood")
     try:
         stack.release()
         stack.start_web()
         a, b = stack.tenant("flood-a"), stack.tenant("flood-b")
         event_types = [f"flood.t{i}" for i in range(plan.flood_endpoints)]
         for i, event_type in enumerate(event_types):
-            stack.endpoint(a, receiver.url(f"/flood/a/e{i}"), event_types=[event_type])
+            stack.endpoint(a, receiver.url(f"/flood/a/e{i}"), event_types=event_types if fanout else [event_type])
         b_path = "/flood/b"
         stack.endpoint(b, receiver.url(b_path))
         batch = batch_supported(stack, a)
@@ -99,7 +104,7 @@ def flood(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str,
             if posted_at is None and not poster.alive():
                 posted_at, accepted = time.time(), _flood_events(stack, a)
                 log(f"   A's {accepted:,} events accepted in {posted_at - flood_started:.1f} s")
-            if accepted is not None and receiver.count("/flood/a/") >= accepted:
+            if accepted is not None and receiver.count("/flood/a/") >= accepted * (len(event_types) if fanout else 1):
                 drained = True
                 break
             deadline.check()
@@ -118,7 +123,8 @@ def flood(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str,
             time.sleep(0.5)
         stack.stop_workers()
         posting = json.loads(poster_out.read_text()) if poster_out.exists() else {}
-        return {"events": plan.flood_events, "endpoints": plan.flood_endpoints, "batch": batch, "batch_size": BATCH,
+        return {"events": plan.flood_events, "endpoints": plan.flood_endpoints, "fanout": fanout, "batch": batch,
+                "batch_size": BATCH,
                 "a_accepted": accepted, "a_drained": drained, "a_posting_seconds": posted_at - flood_started,
                 "a_post_statuses": posting.get("statuses", {}),
                 **_a_drain(receiver, flood_started),

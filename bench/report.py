@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bench import cpu_split, engine_report, ingest_steps
+from bench import cpu_split, engine_report, ingest_steps, web_steps
 from bench.harness import BENCH
 from bench.report_common import floor_rate as _floor_rate
 from bench.report_common import heading as _heading
@@ -27,7 +27,8 @@ from bench.report_common import why as _why
 RESULTS = BENCH / "RESULTS.md"
 
 #: Every step of a full run, in the order run.py runs them (the keys of its results).
-STEPS = ("receiver", "peers", "service", "ingest", "noisy", "ladder", "backlog", *engine_report.STEPS)
+STEPS = ("receiver", "peers", "service", "ingest", "slow_clients", "admission", "noisy", "ladder", "backlog",
+         *engine_report.STEPS)
 START = "<!-- bench:run:start -->"
 END = "<!-- bench:run:end -->"
 
@@ -98,6 +99,7 @@ def render(r: dict[str, Any]) -> str:
     _throughput(r, add)
     _service(r, add)
     ingest_steps.render(r, add)
+    web_steps.render(r, add)
     _scale(r, add)
     _noisy(r, add)
     _ladder(r, add)

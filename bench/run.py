@@ -105,8 +105,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "default: it paces the drain)")
     parser.add_argument("--from-json", metavar="PATH",
                         help="only rewrite RESULTS.md from the figures of an earlier run (bench/.logs/results.json)")
-    parser.add_argument("--only", help="comma-separated steps (receiver,peers,service,ingest,noisy,ladder,backlog,"
-                                       "fanout,slow,climb,flood,inflight); a partial run prints its tables and "
+    parser.add_argument("--only", help="comma-separated steps (receiver,peers,service,ingest,slow_clients,admission,"
+                                       "noisy,ladder,backlog,fanout,slow,climb,flood,flood_fanout,inflight); a "
+                                       "partial run prints its tables and "
                                        "leaves RESULTS.md and the plots in bench/ alone")
     return parser.parse_args(argv)
 

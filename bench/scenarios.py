@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from bench import engine_steps, flood, harness, ingest_steps, report
+from bench import engine_steps, flood, harness, ingest_steps, report, web_steps
 from bench.engine_steps import EnginePlan
 from bench.harness import (
     CLEANUP,
@@ -665,6 +665,11 @@ def run_everything(args: argparse.Namespace) -> int:
         results["service"] = guarded("this service", lambda d: service(receiver, plan, d), 1200 * budget)
     if wanted("ingest"):
         results["ingest"] = guarded("ingestion", lambda d: ingest_steps.ingest(plan.quick, d), 900 * budget)
+    if wanted("slow_clients"):
+        results["slow_clients"] = guarded("slow clients", lambda d: web_steps.slow_clients(plan.quick, d), 600 * budget)
+    if wanted("admission"):
+        results["admission"] = guarded("a tenant's concurrent requests", lambda d: web_steps.admission(plan.quick, d),
+                                       900 * budget)
     if wanted("noisy"):
         results["noisy"] = guarded("noisy neighbour", lambda d: noisy(receiver, plan, d), 600 * budget)
     if wanted("ladder"):
@@ -679,6 +684,7 @@ def run_everything(args: argparse.Namespace) -> int:
             ("slow", "one endpoint answering after 200 ms", engine_steps.slow, 600),
             ("climb", "an endpoint slowing down above 50 calls in flight", engine_steps.climb, 600),
             ("flood", "tenant flood", flood.flood, 1200),
+            ("flood_fanout", "tenant flood, each event to all ten endpoints", flood.flood_fanout, 1800),
             ("inflight", "deliveries in flight to endpoints taking 5 s", engine_steps.inflight, 600)):
         if wanted(name):
             results[name] = guarded(title, lambda d, s=step: s(receiver, engine, d), seconds * budget)
