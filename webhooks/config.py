@@ -57,6 +57,11 @@ class Settings:
     #: Whole requests of one client that may wait for their turn in each web process
     #: (``webhooks.server.turns``); one more is refused with 429. 0: no bound.
     tenant_max_waiting_requests: int = 128
+    #: Deliveries per second one client (one API key) may make in each web process while another
+    #: client is active (``webhooks.server.turns``): its next request waits until what its last
+    #: ones made is paid for at this rate. A flood fanned out to many endpoints then feeds the
+    #: broker and the workers no faster than a flood that is not. 0: no pace.
+    tenant_shared_delivery_rate: float = 1000.0
     #: Seconds a client has to send a whole request (head and body) from its first byte, or to
     #: send a first byte on a new connection (``webhooks.server.worker``); then 408.
     request_read_timeout: float = 30.0
@@ -92,6 +97,9 @@ class Settings:
         if self.tenant_max_waiting_requests < 0:
             raise ValueError(f"TENANT_MAX_WAITING_REQUESTS must be {TENANT_MAX_WAITING_REQUESTS_RULE} "
                              f"(got {self.tenant_max_waiting_requests})")
+        if self.tenant_shared_delivery_rate < 0:
+            raise ValueError(f"TENANT_SHARED_DELIVERY_RATE must be deliveries per second, at least 0 "
+                             f"(got {self.tenant_shared_delivery_rate:g})")
         if self.request_read_timeout <= 0:
             raise ValueError(f"REQUEST_READ_TIMEOUT must be a duration above zero (got {self.request_read_timeout:g}s)")
         if self.tenant_max_concurrent_requests < 0:
@@ -124,6 +132,8 @@ class Settings:
                 env.get("TENANT_MAX_WAITING_REQUESTS", str(cls.tenant_max_waiting_requests)),
                 TENANT_MAX_WAITING_REQUESTS_RULE,
             ),
+            tenant_shared_delivery_rate=float(env.get("TENANT_SHARED_DELIVERY_RATE",
+                                                      cls.tenant_shared_delivery_rate)),
             request_read_timeout=parse_seconds(env.get("REQUEST_READ_TIMEOUT", "30s")),
             max_endpoints_per_tenant=_whole_number(
                 "MAX_ENDPOINTS_PER_TENANT", env.get("MAX_ENDPOINTS_PER_TENANT", str(cls.max_endpoints_per_tenant)),

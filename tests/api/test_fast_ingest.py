@@ -12,6 +12,7 @@ from werkzeug.test import EnvironBuilder
 
 from tests.conftest import IngestClock
 from tests.api_helpers import create_endpoint, row_counts
+from webhooks.api.costs import COST
 
 
 @pytest.fixture
@@ -165,3 +166,23 @@ def test_the_shortcut_checks_the_key_before_it_reads_the_body(fast_and_slow: tup
     b"".join(fast.wsgi_app(environ, lambda status, headers, *_: statuses.append(status)))
 
     assert statuses == ["401 UNAUTHORIZED"] and Body.reads == 0
+
+
+@pytest.mark.parametrize("path", ["fast", "slow"])
+def test_the_deliveries_a_request_made_are_told_to_the_web_server(
+    fast_and_slow: tuple[Flask, Flask], headers: dict[str, str], path: str
+) -> None:
+    """The server paces a client by them while others are active (``webhooks.server.turns``)."""
+    app = fast_and_slow[0 if path == "fast" else 1]
+    client = app.test_client()
+    for _ in range(3):
+        create_endpoint(client, headers)
+
+    def made(url: str, body: Any, extra: dict[str, str] | None = None) -> int:
+        environ = EnvironBuilder(path=url, method="POST", json=body, headers={**headers, **(extra or {})}).get_environ()
+        b"".join(app.wsgi_app(environ, lambda *_: None))
+        return environ.get(COST, 0)
+
+    assert made("/v1/events", {"event_type": "a", "payload": {}}, {"Idempotency-Key": "k"}) == 3
+    assert made("/v1/events/batch", [{"event_type": "a", "payload": {}}] * 2) == 6
+    assert made("/v1/events", {"event_type": "a", "payload": {}}, {"Idempotency-Key": "k"}) == 0  # a replay

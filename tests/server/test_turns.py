@@ -92,3 +92,35 @@ def test_a_request_naming_no_one_does_not_shrink_a_client_s_share() -> None:
         turns.put("a", f"a{n}")
 
     assert drain(turns) == ["healthz", "a0", "a1", "a2"]
+
+
+def test_while_others_are_active_a_client_is_paced_by_the_work_its_requests_made() -> None:
+    clock = Clock()
+    turns: ClientTurns[str] = ClientTurns(threads=8, share_alone=1, max_waiting=0, shared_rate=100.0, clock=clock)
+    for n in range(3):
+        turns.put("flood", f"f{n}")
+    turns.put("quiet", "q0")
+    assert drain(turns) == ["f0", "q0"]
+
+    turns.done("flood", cost=50)  # 50 deliveries at 100 a second: its next waits half a second
+    turns.done("quiet", cost=0)
+    assert drain(turns) == [] and turns.next_due() == clock.now + 0.5
+    turns.put("quiet", "q1")
+    assert drain(turns) == ["q1"]  # the other client is not held up by the flood's pace
+    turns.done("quiet", cost=1)
+    clock.now += 0.25
+    assert drain(turns) == []
+    clock.now += 0.25
+    assert drain(turns) == ["f1"]
+
+
+def test_a_client_alone_is_not_paced() -> None:
+    clock = Clock()
+    turns: ClientTurns[str] = ClientTurns(threads=8, share_alone=1, max_waiting=0, shared_rate=100.0, clock=clock)
+    turns.put("flood", "f0")
+    turns.put("flood", "f1")
+    assert drain(turns) == ["f0"]
+
+    turns.done("flood", cost=10_000)
+
+    assert drain(turns) == ["f1"] and turns.next_due() is None

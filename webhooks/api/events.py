@@ -11,6 +11,7 @@ from flask_smorest import abort
 from webhooks.ingest import accept as ingest
 from webhooks.storage import retention
 from webhooks.ingest.accept import MAX_BATCH, NewEvent
+from webhooks.api.costs import record_deliveries
 from webhooks.api.common import attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
 from webhooks.api.auth import require_tenant
@@ -110,6 +111,7 @@ class Events(MethodView):
         key = _idempotency_key(headers.get("idempotency_key"), data.get("idempotency_key"))
         try:
             accepted = ingest.accept_event(current_tenant(), data["event_type"], data["payload"], key)
+            record_deliveries(request.environ, [accepted])
         except ingest.IdempotencyConflict as error:
             abort(409, message=str(error))
         except ingest.BatchOverRateLimit as error:
@@ -172,6 +174,7 @@ class EventBatch(MethodView):
         batch = [NewEvent(item["event_type"], item["payload"], item.get("idempotency_key")) for item in items]
         try:
             accepted = ingest.accept_events(current_tenant(), batch)
+            record_deliveries(request.environ, accepted)
         except ingest.IdempotencyConflict as error:
             abort(409, message=f"item {error.indexes[0]}: {error}", errors={"json": {
                 str(index): {"idempotency_key": ["already used with a different request"]}

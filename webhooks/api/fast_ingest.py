@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable
 
 from flask import Flask, request
 
+from webhooks.api.costs import record_deliveries
 from webhooks.ingest import accept as ingest, auth_keys
 from webhooks.api.events import (
     EVENT_CREATE,
@@ -95,10 +96,12 @@ class FastIngest:
                 raise Declined()
             items = [NewEvent(item["event_type"], item["payload"], item.get("idempotency_key")) for item in data]
             accepted = ingest.accept_events(tenant, items)
+            record_deliveries(environ, accepted)
             response = self.app.json.response(batch_body(accepted))
         else:
             key = _header_key(environ, data.get("idempotency_key"))
             (one,) = ingest.accept_events(tenant, [NewEvent(data["event_type"], data["payload"], key)])
+            record_deliveries(environ, [one])
             response = self.app.json.response(accepted_body(one.event, one.deliveries))
             response.headers["Location"] = f"{SINGLE}/{one.event.id}"
             if one.replayed:

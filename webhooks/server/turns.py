@@ -32,15 +32,21 @@ class ClientTurns(Generic[T]):
 
     ``threads``: how many run at once in all. ``share_alone``: how many of one client's run
     at once while it is alone (0: as many as there are threads, alone or not).
-    ``max_waiting``: how many of one client's may wait (0: no bound).
+    ``max_waiting``: how many of one client's may wait (0: no bound). ``shared_rate``: the
+    work (deliveries) a client may cause per second while another client is active (0: no
+    pace); what a request cost is told with ``done``, and its client's next request waits
+    until that work, at this rate, is paid for.
     """
 
-    def __init__(self, threads: int, share_alone: int, max_waiting: int,
+    def __init__(self, threads: int, share_alone: int, max_waiting: int, shared_rate: float = 0.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if threads < 1:
             raise ValueError(f"at least one thread (got {threads})")
         self.threads, self.share_alone, self.max_waiting = threads, share_alone, max_waiting
+        self.shared_rate = shared_rate
         self.running = 0
+        #: Clients paced by what their requests cost: monotonic time before which their next may not run.
+        self._not_before: dict[str, float] = {}
         self._clock = clock
         self._waiting: dict[str, deque[T]] = {}
         self._running: dict[str, int] = {}
@@ -79,7 +85,7 @@ class ClientTurns(Generic[T]):
             if running >= self.share(client, now):
                 self._ring.remove(client)  # back in with ``done``
                 self._in_ring.discard(client)
-            elif running < fewest:
+            elif running < fewest and self._not_before.get(client, now) <= now:
                 chosen, fewest = client, running
         if chosen is None:
             return None
@@ -95,12 +101,26 @@ class ClientTurns(Generic[T]):
         self.running += 1
         return chosen, request
 
-    def done(self, client: str) -> None:
-        """A running request of ``client`` ended: its next one may go in its turn."""
+    def done(self, client: str, cost: int = 0) -> None:
+        """A running request of ``client`` ended, having caused ``cost`` work: its next one may go
+        in its turn, once that work is paid for at ``shared_rate`` if others are active."""
         count_down(self._running, client)
         self.running -= 1
+        now = self._clock()
+        if cost and self.shared_rate and self._seen.others_active(client, now):
+            self._not_before[client] = max(now, self._not_before.get(client, now)) + cost / self.shared_rate
+        elif self._not_before.get(client, now) <= now:
+            self._not_before.pop(client, None)
         if client in self._waiting:
             self._enter_ring(client)
+
+    def next_due(self) -> float | None:
+        """When the earliest client held back by its pace may run again (None: nobody is held back)."""
+        now = self._clock()
+        for client in [c for c, at in self._not_before.items() if at <= now and c not in self._running]:
+            del self._not_before[client]  # paid for: nothing to keep of it
+        due = [at for client, at in self._not_before.items() if client in self._waiting]
+        return min(due) if due else None
 
     def share(self, client: str, now: float) -> int:
         """How many of ``client``'s requests may run at once now."""

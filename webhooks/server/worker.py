@@ -29,15 +29,17 @@ import errno
 import logging
 import selectors
 import socket
+import threading
 import time
 from concurrent.futures import Future
 from functools import partial
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from gunicorn import http
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from webhooks import metrics
+from webhooks.api.costs import COST
 from webhooks.config import Settings
 from webhooks.server.answers import client_error, error_answer
 from webhooks.server.framing import CONTINUE, RequestReader
@@ -86,7 +88,9 @@ class BufferingWorker(ThreadWorker):
         self.read_timeout = settings.request_read_timeout
         self.max_body = settings.max_body_bytes
         self.turns: ClientTurns[Connection] = ClientTurns(
-            self.cfg.threads, settings.tenant_max_concurrent_requests, settings.tenant_max_waiting_requests)
+            self.cfg.threads, settings.tenant_max_concurrent_requests, settings.tenant_max_waiting_requests,
+            settings.tenant_shared_delivery_rate)
+        self._request = threading.local()  # each thread's current WSGI environ, for what its request cost
         self.reading: dict[Connection, None] = {}  # registered in the poller, request not whole yet
         self.closing: dict[Connection, None] = {}  # half-closed, drained until the client closes
         self._next_sweep = 0.0
@@ -172,17 +176,43 @@ class BufferingWorker(ThreadWorker):
         while (turn := self.turns.take()) is not None:
             self.enqueue_req(turn[1])
 
+    def load_wsgi(self) -> None:
+        """gunicorn's, then the app wrapped so that each thread keeps its request's environ (``_cost``)."""
+        super().load_wsgi()
+        app = self.wsgi
+
+        def remembering(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            self._request.environ = environ
+            return app(environ, start_response)
+
+        self.wsgi = remembering
+
+    def _cost(self) -> int:
+        """What the request this thread just served cost (``webhooks.api.costs``), 0 if it said nothing."""
+        environ = getattr(self._request, "environ", None)
+        self._request.environ = None
+        return int(environ.get(COST, 0)) if environ else 0
+
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        """gthread's wait, shortened to when a client held back by its pace may run again."""
+        due = self.turns.next_due()
+        if due is not None:
+            timeout = max(0.0, min(timeout, due - time.monotonic()))
+        super().wait_for_and_dispatch_events(timeout)
+        if due is not None:
+            self._dispatch()
+
     def enqueue_req(self, conn: Connection) -> None:
         future = self.tpool.submit(self.handle, conn)
         future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
 
-    def finish_request(self, conn: Connection, future: Future[bool]) -> None:
+    def finish_request(self, conn: Connection, future: Future[tuple[bool, int]]) -> None:
         """A thread is done with ``conn``'s request: read its next one, or close it."""
-        self.turns.done(conn.client_key)
         try:
-            keepalive = not future.cancelled() and bool(future.result())
+            keepalive, cost = (False, 0) if future.cancelled() else future.result()
         except Exception:  # noqa: BLE001 - handle() answers its own errors
-            keepalive = False
+            keepalive, cost = False, 0
+        self.turns.done(conn.client_key, cost)
         if keepalive and self.alive:
             try:
                 conn.sock.setblocking(False)
@@ -262,23 +292,25 @@ class BufferingWorker(ThreadWorker):
 
     # -- in a thread -------------------------------------------------------------------------
 
-    def handle(self, conn: Connection) -> bool:  # type: ignore[override]
-        """Serve ``conn``'s whole request from memory; True to keep the connection for another."""
+    def handle(self, conn: Connection) -> tuple[bool, int]:  # type: ignore[override]
+        """Serve ``conn``'s whole request from memory: whether to keep the connection for another,
+        and what the request cost (``webhooks.api.costs``)."""
         req = None
+        keepalive = False
         try:
             conn.init()  # gunicorn's parser over the socket (made blocking), once per connection
             conn.sock.settimeout(SOCKET_TIMEOUT)
             conn.parser.unreader.unread(conn.request)
             req = next(conn.parser)
             keepalive = self.handle_request(req, conn)
-            return keepalive and conn.parser.finish_body(deadline=time.monotonic() + SOCKET_TIMEOUT)
+            keepalive = keepalive and conn.parser.finish_body(deadline=time.monotonic() + SOCKET_TIMEOUT)
         except (http.errors.NoMoreData, StopIteration):
             pass
         except OSError as error:  # the client went away, or did not read its answer in time
             log.debug("socket error on a request from %s: %s", conn.peer(), error)
         except Exception as error:  # noqa: BLE001 - answered as gunicorn does, in JSON
             self.handle_error(req, conn.sock, conn.client, error)
-        return False
+        return keepalive, self._cost()
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: Exception) -> None:
         """gunicorn's answer to a request it could not serve, in the API's JSON shape instead of HTML."""
