@@ -133,13 +133,20 @@ class BufferingWorker(ThreadWorker):
         except (KeyError, ValueError, OSError):
             pass
 
-    def _on_readable(self, conn: Connection, _sock: Any) -> None:
+    @staticmethod
+    def _receive(conn: Connection) -> bytes | None:
+        """What the client sent, ``b""`` if it went away, None if nothing is there after all."""
         try:
-            data = conn.sock.recv(RECV_BYTES)
+            return conn.sock.recv(RECV_BYTES)
         except (BlockingIOError, InterruptedError):
-            return
+            return None
         except OSError:
-            data = b""
+            return b""
+
+    def _on_readable(self, conn: Connection, _sock: Any) -> None:
+        data = self._receive(conn)
+        if data is None:
+            return
         if not data:  # the client went away
             self._stop_reading(conn)
             self._close(conn)
@@ -280,12 +287,9 @@ class BufferingWorker(ThreadWorker):
         conn.close()
 
     def _on_closing_readable(self, conn: Connection, _sock: Any) -> None:
-        try:
-            data = conn.sock.recv(RECV_BYTES)
-        except (BlockingIOError, InterruptedError):
+        data = self._receive(conn)
+        if data is None:
             return
-        except OSError:
-            data = b""
         conn.drained += len(data)
         if not data or conn.drained >= LINGER_BYTES:
             self._close(conn)
