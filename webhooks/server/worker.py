@@ -305,6 +305,7 @@ class BufferingWorker(ThreadWorker):
             conn.init()  # gunicorn's parser over the socket (made blocking), once per connection
             conn.sock.settimeout(SOCKET_TIMEOUT)
             conn.parser.unreader.unread(conn.request)
+            conn.request = b""  # the parser holds it now
             req = next(conn.parser)
             keepalive = self.handle_request(req, conn)
             keepalive = keepalive and conn.parser.finish_body(deadline=time.monotonic() + SOCKET_TIMEOUT)
