@@ -12,7 +12,10 @@ This worker keeps gthread's event loop, threads and request handling, and change
   connection that sends nothing for that long) is answered 408 and closed.
 - Whole requests wait for a thread in turns by client (``turns.ClientTurns``), with
   ``TENANT_MAX_CONCURRENT_REQUESTS`` of a client running at once (one while others are
-  active) and 429 only past ``TENANT_MAX_WAITING_REQUESTS`` waiting.
+  active) and 429 only past ``TENANT_MAX_WAITING_REQUESTS`` waiting. While others are
+  active a client is also paced by the deliveries its requests made
+  (``TENANT_SHARED_DELIVERY_RATE``), which the app leaves in the environ
+  (``webhooks.api.costs``) and each thread reads back once its request is answered.
 - What it refuses itself (a head over 64 KiB, a body over ``MAX_BODY_BYTES``, a malformed
   frame) and what gunicorn's parser rejects (a header over its limits: 431) are answered
   in the API's JSON error shape (``answers``), and connections close without blocking the
