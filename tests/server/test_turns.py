@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from webhooks.config import Settings
 from webhooks.server.turns import ClientTurns
 
 
@@ -124,3 +127,16 @@ def test_a_client_alone_is_not_paced() -> None:
     turns.done("flood", cost=10_000)
 
     assert drain(turns) == ["f1"] and turns.next_due() is None
+
+
+def test_the_server_s_settings_have_their_defaults_and_refuse_what_makes_no_sense() -> None:
+    defaults = Settings.from_env(env={})
+    assert (defaults.tenant_max_concurrent_requests, defaults.tenant_max_waiting_requests,
+            defaults.tenant_shared_delivery_rate, defaults.request_read_timeout) == (4, 128, 1000.0, 30.0)
+    assert Settings.from_env(env={"REQUEST_READ_TIMEOUT": "2m", "TENANT_MAX_WAITING_REQUESTS": "0"}).request_read_timeout == 120
+    for name, bad, rule in (("TENANT_MAX_WAITING_REQUESTS", "-1", "a whole number of requests"),
+                            ("TENANT_MAX_CONCURRENT_REQUESTS", "x", "a whole number of requests"),
+                            ("TENANT_SHARED_DELIVERY_RATE", "-5", "deliveries per second"),
+                            ("REQUEST_READ_TIMEOUT", "0s", "a duration above zero")):
+        with pytest.raises(ValueError, match=f"{name} must be {rule}"):
+            Settings.from_env(env={name: bad})
