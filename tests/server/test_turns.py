@@ -117,6 +117,23 @@ def test_while_others_are_active_a_client_is_paced_by_the_work_its_requests_made
     assert drain(turns) == ["f1"]
 
 
+def test_the_time_a_request_ran_counts_towards_its_pace() -> None:
+    clock = Clock()
+    turns: ClientTurns[str] = ClientTurns(threads=8, share_alone=1, max_waiting=0, shared_rate=100.0, clock=clock)
+    for n in range(3):
+        turns.put("flood", f"f{n}")
+    turns.put("quiet", "q0")
+    assert drain(turns) == ["f0", "q0"]
+    started = clock.now
+    clock.now += 0.3
+
+    turns.done("flood", cost=50, started=started)  # ran 0.3 s of its 0.5 s
+
+    assert turns.next_due() == pytest.approx(clock.now + 0.2)
+    clock.now += 0.2
+    assert drain(turns) == ["f1"]
+
+
 def test_a_client_alone_is_not_paced() -> None:
     clock = Clock()
     turns: ClientTurns[str] = ClientTurns(threads=8, share_alone=1, max_waiting=0, shared_rate=100.0, clock=clock)

@@ -101,14 +101,19 @@ class ClientTurns(Generic[T]):
         self.running += 1
         return chosen, request
 
-    def done(self, client: str, cost: int = 0) -> None:
+    def done(self, client: str, cost: int = 0, started: float | None = None) -> None:
         """A running request of ``client`` ended, having caused ``cost`` work: its next one may go
-        in its turn, once that work is paid for at ``shared_rate`` if others are active."""
+        in its turn, once that work is paid for at ``shared_rate`` if others are active.
+
+        The pace counts from when the request ``started`` (default: now): the time it ran is
+        part of what pays for it, so a client that the work itself holds back is not paced twice.
+        """
         count_down(self._running, client)
         self.running -= 1
         now = self._clock()
         if cost and self.shared_rate and self._seen.others_active(client, now):
-            self._not_before[client] = max(now, self._not_before.get(client, now)) + cost / self.shared_rate
+            since = now if started is None else started
+            self._not_before[client] = max(since, self._not_before.get(client, since)) + cost / self.shared_rate
         elif self._not_before.get(client, now) <= now:
             self._not_before.pop(client, None)
         if client in self._waiting:

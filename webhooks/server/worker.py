@@ -76,6 +76,7 @@ class Connection(TConn):
         self.deadline = 0.0
         self.request = b""
         self.client_key = ""
+        self.started = 0.0  # when its request was handed to a thread
         self.drained = 0
 
     def peer(self) -> str:
@@ -184,6 +185,7 @@ class BufferingWorker(ThreadWorker):
 
     def _dispatch(self) -> None:
         while (turn := self.turns.take()) is not None:
+            turn[1].started = time.monotonic()
             self.enqueue_req(turn[1])
 
     def load_wsgi(self) -> None:
@@ -222,7 +224,7 @@ class BufferingWorker(ThreadWorker):
             keepalive, cost = (False, 0) if future.cancelled() else future.result()
         except Exception:  # noqa: BLE001 - handle() answers its own errors
             keepalive, cost = False, 0
-        self.turns.done(conn.client_key, cost)
+        self.turns.done(conn.client_key, cost, conn.started)
         if keepalive and self.alive:
             try:
                 conn.sock.setblocking(False)
