@@ -8,16 +8,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from webhooks.console import charts
-from webhooks.console.formatting import (
-    cause_label,
-    duration_text,
-    parse_when,
-    relative,
-    tier_label,
-    utc_text,
-)
+from webhooks.console.formatting import cause_label, parse_when, tier_label
 from webhooks.console.stats import HourStat, hourly
 from webhooks.messaging.ladder import Ladder
+from webhooks.pages.text import duration_text, relative, utc_text
 
 NOW = datetime(2026, 11, 22, 10, 30)
 

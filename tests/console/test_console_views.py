@@ -132,8 +132,7 @@ def test_resend_queues_a_fresh_attempt_and_is_audited(client: FlaskClient, heade
     delivery = failed_delivery(client, headers)
     user = log_in(client, "operator")
 
-    response = client.post(f"/console/deliveries/{delivery.id}/resend", data={"csrf_token": "test-csrf-token"},
-                           follow_redirects=True)
+    response = post_form(client, f"/console/deliveries/{delivery.id}/resend", follow_redirects=True)
 
     html = response.get_data(as_text=True)
     assert response.status_code == 200 and f"Resend of {delivery.id} queued" in html
@@ -198,8 +197,7 @@ def test_resend_while_the_broker_is_down_says_nothing_changed(make_app, headers,
     down = make_app(amqp_url=DEAD_AMQP_URL).test_client()
     log_in(down, "operator")
 
-    response = down.post(f"/console/deliveries/{delivery.id}/resend", data={"csrf_token": "test-csrf-token"},
-                         follow_redirects=True)
+    response = post_form(down, f"/console/deliveries/{delivery.id}/resend", follow_redirects=True)
 
     assert "Nothing was changed" in response.get_data(as_text=True)
     assert "No operator action yet" in page(down, "/console/audit")
@@ -242,11 +240,11 @@ def test_disable_and_enable_go_through_the_actions_and_are_audited(client: Flask
     endpoint = create_endpoint(client, headers)["id"]
     user = log_in(client, "operator")
 
-    disabled = client.post(f"/console/endpoints/{endpoint}/disable", data={"csrf_token": "test-csrf-token", "reason": "customer asked"})
+    disabled = post_form(client, f"/console/endpoints/{endpoint}/disable", {"reason": "customer asked"})
     assert disabled.status_code == 303
     row = Endpoint.get_by_id(endpoint)
     assert row.disabled and row.disabled_reason == "customer asked"
-    client.post(f"/console/endpoints/{endpoint}/enable", data={"csrf_token": "test-csrf-token"})
+    post_form(client, f"/console/endpoints/{endpoint}/enable")
     assert not Endpoint.get_by_id(endpoint).disabled
 
     html = page(client, f"/console/endpoints/{endpoint}")
@@ -257,10 +255,10 @@ def test_recover_since_resends_the_endpoints_dead_letters(client: FlaskClient, h
     delivery = failed_delivery(client, headers)
     log_in(client, "operator")
 
-    response = client.post(f"/console/endpoints/{delivery.endpoint_id}/recover",
-                           data={"csrf_token": "test-csrf-token", "since": "1h"}, follow_redirects=True)
-    bad = client.post(f"/console/endpoints/{delivery.endpoint_id}/recover",
-                      data={"csrf_token": "test-csrf-token", "since": "whenever"}, follow_redirects=True)
+    response = post_form(client, f"/console/endpoints/{delivery.endpoint_id}/recover", {"since": "1h"},
+                         follow_redirects=True)
+    bad = post_form(client, f"/console/endpoints/{delivery.endpoint_id}/recover", {"since": "whenever"},
+                    follow_redirects=True)
 
     assert ": 1 failed queued for a fresh attempt now; 0 parked stay parked" in response.get_data(as_text=True)
     assert Delivery.get_by_id(delivery.id).next_attempt_at is not None

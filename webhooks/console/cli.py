@@ -9,8 +9,8 @@ import click
 from flask import Flask, current_app
 
 from webhooks import actions
-from webhooks.console import audit, replay
-from webhooks.console.auth import StaffError, create_staff
+from webhooks.console import audit, login_throttle, replay
+from webhooks.console.auth import StaffError, create_staff, set_active, set_password, staff_named
 from webhooks.console.models import ROLES, ReplayJob, StaffUser
 from webhooks.console.queries import DeliveryFilter, FilterError
 from webhooks.storage.db import connection
@@ -57,6 +57,50 @@ def init_app(app: Flask) -> None:
             except StaffError as error:
                 raise click.ClickException(str(error)) from None
         click.echo(json.dumps({"id": user.id, "email": user.email, "role": user.role}))
+
+    @staff_group.command("set-password")
+    @click.argument("email")
+    @click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+    def staff_set_password(email: str, password_stdin: bool) -> None:
+        """Give a staff account a new password; every session it has ends at once."""
+        password = _read_password(password_stdin)
+        with connection():
+            try:
+                ended = set_password(staff_named(email), password)
+                login_throttle.unlock(email.strip().lower())
+            except StaffError as error:
+                raise click.ClickException(str(error)) from None
+        click.echo(f"password changed; {ended} session{'s' if ended != 1 else ''} ended")
+
+    @staff_group.command("disable")
+    @click.argument("email")
+    def staff_disable(email: str) -> None:
+        """Deactivate a staff account: it cannot log in, and every session it has ends at once."""
+        with connection():
+            try:
+                ended = set_active(staff_named(email), False)
+            except StaffError as error:
+                raise click.ClickException(str(error)) from None
+        click.echo(f"{email.strip().lower()} disabled; {ended} session{'s' if ended != 1 else ''} ended")
+
+    @staff_group.command("enable")
+    @click.argument("email")
+    def staff_enable(email: str) -> None:
+        """Let a deactivated staff account log in again."""
+        with connection():
+            try:
+                set_active(staff_named(email), True)
+            except StaffError as error:
+                raise click.ClickException(str(error)) from None
+        click.echo(f"{email.strip().lower()} enabled")
+
+    @staff_group.command("unlock")
+    @click.argument("email")
+    def staff_unlock(email: str) -> None:
+        """Let an account that reached the login limit try again now (its address limit stays)."""
+        with connection():
+            login_throttle.unlock(email.strip().lower())
+        click.echo(f"{email.strip().lower()} may log in again")
 
     @staff_group.command("list")
     def staff_list() -> None:

@@ -1,44 +1,16 @@
-"""Pure text helpers of the console: UTC and relative times, durations, tiers, causes, JSON."""
+"""Pure text helpers of the console: tiers, who asked, failure causes, times typed in forms.
+
+(Times, durations and JSON for people are the page kit's: ``webhooks.pages.text``.)
+"""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
-from typing import Any
 
 from webhooks.durations import name_ms, parse_seconds
 from webhooks.messaging.ladder import Ladder
 from webhooks.storage.statuses import LADDER_STATUSES
 from webhooks.storage.timeutil import to_naive_utc
-
-#: (seconds in the unit, singular, plural) from largest to smallest, for "3 min ago".
-_UNITS = ((86_400, "day", "days"), (3_600, "h", "h"), (60, "min", "min"), (1, "s", "s"))
-
-
-def utc_text(value: datetime | None) -> str:
-    """``2026-11-22 10:00:03 UTC`` (the console shows every time in UTC)."""
-    return "" if value is None else f"{value:%Y-%m-%d %H:%M:%S} UTC"
-
-
-def relative(value: datetime, now: datetime) -> str:
-    """``3 min ago``, ``in 2 h``, ``just now``: the largest whole unit of the distance to ``now``."""
-    delta = (value - now).total_seconds()
-    distance = abs(delta)
-    if distance < 5:
-        return "just now"
-    for size, singular, plural in _UNITS:
-        if distance >= size:
-            count = int(distance // size)
-            text = f"{count} {singular if count == 1 else plural}"
-            return f"in {text}" if delta > 0 else f"{text} ago"
-    raise AssertionError("unreachable: distance >= 5 s")
-
-
-def duration_text(ms: float | None) -> str:
-    """``12 ms``, ``1.25 s``: how long an attempt took."""
-    if ms is None:
-        return ""
-    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
 
 
 def tier_label(attempt_no: int, trigger: str, ladder: Ladder) -> str:
@@ -73,11 +45,6 @@ def cause_label(error_class: str | None, response_status: int | None) -> str:
     if error_class in (None, "http_status") and response_status is not None:
         return f"HTTP {response_status}"
     return (error_class or "unknown").replace("_", " ")
-
-
-def pretty_json(value: Any) -> str:
-    """Indented JSON for people (escaped by the template like any other text)."""
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def parse_when(text: str, now: datetime) -> datetime:
