@@ -159,13 +159,14 @@ def login() -> Response | str | tuple[str, int, dict[str, str]]:
             return redirect(_safe_next(request.args.get("next")))
         return render_template("console/login.html", next=request.args.get("next", ""))
     email, address = request.form.get("email", "").strip().lower(), client_address(request)
-    refusal = login_throttle.take_attempt(email, address, utcnow())
-    if refusal is not None:
-        return _login_again(str(refusal), 429, {"Retry-After": str(refusal.retry_after)})
-    user = authenticate(email, request.form.get("password", ""))
-    if user is None:
-        return _login_again("Email or password is incorrect.", 401)
-    login_throttle.forgive(email, address, utcnow())
+    with login_throttle.login_slot() as free:
+        refusal = login_throttle.take_attempt(email, address, utcnow()) if free else login_throttle.BUSY
+        if refusal is not None:
+            return _login_again(str(refusal), 429, {"Retry-After": str(refusal.retry_after)})
+        user = authenticate(email, request.form.get("password", ""))
+        if user is None:
+            return _login_again("Email or password is incorrect.", 401)
+        login_throttle.forgive(email, address, utcnow())
     session.pop("csrf", None)  # the login form's token: signed in, the session's own is used
     sessions.start(SITE, str(user.id))
     StaffUser.update(last_login_at=utcnow()).where(StaffUser.id == user.id).execute()
