@@ -108,7 +108,7 @@ def test_event_page_shows_the_payload_and_every_attempt_with_tier_headers_and_re
     assert XSS not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "first try" in html and "tier 1 (after 1s)" in html and "tier 2 (after 2s)" in html and "manual resend" in html
     assert "webhook-signature: v1,c2lnbmF0dXJl" in html
-    assert "1.50 s" in html and "timeout" in html and "read timed out" in html
+    assert "1.50 s" in html and "timed out: no answer within the time limit" in html and "read timed out" in html
     assert "3 min ago" in html and "UTC" in html
     assert f'/console/deliveries/{delivery.id}/resend' in html
 
@@ -336,3 +336,32 @@ def test_unknown_ids_and_paths_are_html_404_pages(client: FlaskClient, database_
                  "/console/replays/999", "/console/no/such/page"):
         html = page(client, path, status=404)
         assert "<html" in html and "404" in html and "Traceback" not in html
+
+
+def test_failures_by_cause_say_what_happened_once_in_words(client: FlaskClient, headers) -> None:
+    """34.11: the cause read ``HTTP 500`` with ``HTTP 500`` again under it."""
+    delivery = failed_delivery(client, headers, attempts=0)
+    make_attempt(delivery.id, 1, response_status=500, error_class="http_status", error="HTTP 500")
+    log_in(client, "viewer")
+
+    html = page(client, f"/console/endpoints/{delivery.endpoint_id}")
+
+    causes = html.split('id="causes"')[1].split("</section>")[0]
+    assert "HTTP 500 Internal Server Error: an error at the receiver" in causes
+    assert causes.count("HTTP 500") == 1
+
+
+def test_recent_operator_actions_read_as_sentences(app, client: FlaskClient, headers) -> None:
+    """34.11: the overview said ``cli:root · replay_all 1``."""
+    delivery = failed_delivery(client, headers)
+    replayed = app.test_cli_runner().invoke(args=["dlq", "replay", "--endpoint", delivery.endpoint_id])
+    user = log_in(client, "operator")
+    post_form(client, f"/console/endpoints/{delivery.endpoint_id}/disable", {"reason": "customer asked"})
+
+    html = page(client, "/console/")
+
+    actions = " ".join(html.split('id="recent-actions"')[1].split("</section>")[0].split())
+    assert replayed.exit_code == 0, replayed.output
+    assert " on the command line</strong> replayed 1 dead letter (endpoint " in actions and ">replay job " in actions
+    assert f"<strong>{user.email}</strong> disabled endpoint <a" in actions and "(“customer asked”)" in actions
+    assert "replay_all" not in actions and "cli:" not in actions

@@ -29,4 +29,4 @@ pages.attach(bp)
 
 @bp.context_processor
 def helpers() -> dict[str, Any]:
-    return {"cause": formatting.cause_label}
+    return {"cause": formatting.cause_label, "cause_detail": formatting.cause_detail, "actor_label": formatting.actor_label}

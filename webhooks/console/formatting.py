@@ -1,4 +1,4 @@
-"""Pure text helpers of the console: tiers, who asked, failure causes, times typed in forms.
+"""Pure text helpers of the console: tiers, who asked or acted, failure causes in words, times typed in forms.
 
 (Times, durations and JSON for people are the page kit's: ``webhooks.pages.text``.)
 """
@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from http import HTTPStatus
 
 from webhooks.durations import name_ms, parse_seconds
 from webhooks.messaging.ladder import Ladder
@@ -40,11 +41,54 @@ def requester_label(kind: str, name: str, key_name: str | None = None) -> str:
     return f"{name} (staff)"
 
 
+#: What each error class of an attempt means, for people.
+ERROR_CLASSES = {
+    "timeout": "timed out: no answer within the time limit",
+    "connection": "could not connect (connection refused, reset or unreachable)",
+    "dns": "the host name did not resolve",
+    "tls": "the TLS handshake failed (certificate or protocol)",
+    "blocked_address": "the address is not allowed (loopback, private or reserved)",
+    "protocol": "the answer was not valid HTTP",
+}
+
+
+def _status_meaning(status: int) -> str:
+    if status == 410:
+        return "the receiver says the endpoint is gone, so it was disabled"
+    if status == 429:
+        return "the receiver asked us to slow down"
+    if 300 <= status < 400:
+        return "a redirect, which is not followed"
+    if 400 <= status < 500:
+        return "the receiver refused the request"
+    if status >= 500:
+        return "an error at the receiver"
+    return "not a success"
+
+
 def cause_label(error_class: str | None, response_status: int | None) -> str:
-    """What went wrong in one phrase: ``HTTP 500``, ``timeout``, ``connection``."""
-    if error_class in (None, "http_status") and response_status is not None:
-        return f"HTTP {response_status}"
-    return (error_class or "unknown").replace("_", " ")
+    """What went wrong, in words: ``HTTP 500 Internal Server Error: an error at the receiver``,
+    ``timed out: no answer within the time limit``."""
+    if error_class in (None, "http_status", "redirect") and response_status is not None:
+        try:
+            phrase = f" {HTTPStatus(response_status).phrase}"
+        except ValueError:
+            phrase = ""
+        return f"HTTP {response_status}{phrase}: {_status_meaning(response_status)}"
+    return ERROR_CLASSES.get(error_class or "", f"failed ({(error_class or 'unknown reason').replace('_', ' ')})")
+
+
+def cause_detail(error: str | None, response_status: int | None) -> str | None:
+    """The stored error text where it says more than the cause's label (``HTTP 500`` says nothing more)."""
+    if not error or (response_status is not None and error.strip() == f"HTTP {response_status}"):
+        return None
+    return error
+
+
+def actor_label(actor: str) -> str:
+    """Who did something, for people: ``root on the command line``, or the staff member's email."""
+    kind, _, name = actor.partition(":")
+    return f"{name} on the command line" if kind == "cli" and name else actor
 
 
 def parse_when(text: str, now: datetime) -> datetime:
