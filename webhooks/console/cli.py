@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 
 import click
 from flask import Flask, current_app
@@ -23,6 +24,19 @@ def _read_password(from_stdin: bool) -> str:
     if from_stdin:
         return sys.stdin.readline().rstrip("\r\n")
     return str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
+
+
+def _sessions(count: int) -> str:
+    return f"{count} session{'s' if count != 1 else ''}"
+
+
+def _change_staff(email: str, change: Callable[[StaffUser], str]) -> None:
+    """Apply ``change`` to the staff account ``email`` and print what it says (an error if there is none)."""
+    with connection():
+        try:
+            click.echo(change(staff_named(email)))
+        except StaffError as error:
+            raise click.ClickException(str(error)) from None
 
 
 def _run_with_progress(job: ReplayJob) -> ReplayJob:
@@ -64,35 +78,29 @@ def init_app(app: Flask) -> None:
     def staff_set_password(email: str, password_stdin: bool) -> None:
         """Give a staff account a new password; every session it has ends at once."""
         password = _read_password(password_stdin)
-        with connection():
-            try:
-                ended = set_password(staff_named(email), password)
-                login_throttle.unlock(email.strip().lower())
-            except StaffError as error:
-                raise click.ClickException(str(error)) from None
-        click.echo(f"password changed; {ended} session{'s' if ended != 1 else ''} ended")
+
+        def change(user: StaffUser) -> str:
+            ended = set_password(user, password)
+            login_throttle.unlock(user.email)
+            return f"password changed; {_sessions(ended)} ended"
+
+        _change_staff(email, change)
 
     @staff_group.command("disable")
     @click.argument("email")
     def staff_disable(email: str) -> None:
         """Deactivate a staff account: it cannot log in, and every session it has ends at once."""
-        with connection():
-            try:
-                ended = set_active(staff_named(email), False)
-            except StaffError as error:
-                raise click.ClickException(str(error)) from None
-        click.echo(f"{email.strip().lower()} disabled; {ended} session{'s' if ended != 1 else ''} ended")
+        _change_staff(email, lambda user: f"{user.email} disabled; {_sessions(set_active(user, False))} ended")
 
     @staff_group.command("enable")
     @click.argument("email")
     def staff_enable(email: str) -> None:
         """Let a deactivated staff account log in again."""
-        with connection():
-            try:
-                set_active(staff_named(email), True)
-            except StaffError as error:
-                raise click.ClickException(str(error)) from None
-        click.echo(f"{email.strip().lower()} enabled")
+        def enable(user: StaffUser) -> str:
+            set_active(user, True)
+            return f"{user.email} enabled"
+
+        _change_staff(email, enable)
 
     @staff_group.command("unlock")
     @click.argument("email")
