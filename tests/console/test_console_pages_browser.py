@@ -105,3 +105,66 @@ def test_the_login_page_fits_and_breaks_no_content_security_policy(
     assert violations(page) == []
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.close()
+
+
+#: Each visible form control without a name a screen reader would read (a label, aria-label or aria-labelledby),
+#: and each button or link without text.
+UNLABELLED = """() => [...document.querySelectorAll("input:not([type=hidden]), select, textarea, button, a[href]")]
+    .filter(element => element.offsetParent !== null)
+    .filter(element => {
+        const name = element.getAttribute("aria-label") || element.getAttribute("aria-labelledby")
+            || (element.labels && [...element.labels].map(label => label.textContent).join("").trim())
+            || (["BUTTON", "A"].includes(element.tagName) && element.textContent.trim());
+        return !name;
+    })
+    .map(element => element.outerHTML.slice(0, 120))"""
+
+
+def test_every_control_on_every_page_has_a_name_a_screen_reader_reads(
+    browser: Browser, base_url: str, client, headers  # noqa: F811 (fixtures)
+) -> None:
+    paths = console_with_history(client, headers)
+    page = logged_in_page(browser, base_url, staff("operator").email)
+    found = {}
+    for name, path in {**paths, "login": "/console/login"}.items():
+        page.goto(base_url + path)
+        if unnamed := page.evaluate(UNLABELLED):
+            found[name] = unnamed
+
+    assert found == {}
+
+
+def tab_to(page: Page, selector: str, presses: int = 60) -> None:
+    """Press Tab until the element matching ``selector`` has the focus (as a keyboard user would)."""
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        if page.evaluate("selector => document.activeElement.matches(selector)", selector):
+            return
+    raise AssertionError(f"{selector} is not reachable with Tab")
+
+
+def test_a_support_task_by_keyboard_alone_on_a_phone(
+    browser: Browser, base_url: str, client, headers  # noqa: F811 (fixtures)
+) -> None:
+    """Log in, search an event, open it and resend its delivery: keys only, at 390 px wide."""
+    from tests.console_helpers import PASSWORD
+
+    delivery = failed_delivery(client, headers)
+    user = staff("operator")
+    page = browser.new_page(viewport={"width": WIDTHS["phone"], "height": 844})
+    page.goto(f"{base_url}/console/")
+    page.keyboard.type(user.email)  # the email field has the focus
+    tab_to(page, "#password")
+    page.keyboard.type(PASSWORD)
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{base_url}/console/")
+
+    tab_to(page, "input[name=q]")
+    page.keyboard.type(delivery.event_id)
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{base_url}/console/events/{delivery.event_id}")
+    tab_to(page, "button.primary")  # the delivery's Resend
+    assert page.evaluate("document.activeElement.textContent") == "Resend"
+    page.keyboard.press("Enter")
+    page.get_by_text(f"Resend of {delivery.id} queued").wait_for()
+    page.close()
