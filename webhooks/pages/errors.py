@@ -42,10 +42,6 @@ class FieldErrors(dict[str, str]):
         return sorted(self.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order))
 
 
-def has_nul(values: Iterable[str]) -> bool:
-    return any("\x00" in value for value in values)
-
-
 def refuse_nul() -> None:
     """404 for a path holding NUL (no page has such an id), 400 naming the field for a query or form value."""
     if "\x00" in request.path:
