@@ -37,9 +37,10 @@ SECTIONS: tuple[Callable[[dict[str, Any], Add], None], ...] = (
 
 
 def sections(r: dict[str, Any]) -> list[Callable[[dict[str, Any], Add], None]]:
-    """``SECTIONS``, then the sections of every other step the run ran, in the order of ``STEPS``."""
+    """``SECTIONS`` (when the run ran any step of a full run), then the sections of every other step the run
+    ran, in the order of ``STEPS``."""
     others = [section for step in STEPS if step.name in r for section in step.sections if section not in SECTIONS]
-    return [*SECTIONS, *dict.fromkeys(others)]
+    return [*(SECTIONS if any(name in r for name in FULL_RUN) else ()), *dict.fromkeys(others)]
 
 
 def write_results(markdown: str, path: Path = RESULTS) -> None:
@@ -71,7 +72,8 @@ def render(r: dict[str, Any]) -> str:
     plan = r["plan"]
     out: list[str] = []
     add = out.append
-    kind = "quick run" if plan["quick"] else "full run"
+    ran = [name for name in FULL_RUN if name in r]
+    kind = "partial run" if len(ran) < len(FULL_RUN) else "quick run" if plan["quick"] else "full run"
     add(f"## {r['date']}: `{r['command']}` ({kind}, generated)")
     add("")
     if plan["quick"]:
@@ -105,11 +107,13 @@ def render(r: dict[str, Any]) -> str:
         "Prefetch is each one's default (floor 8 per process, dramatiq 16, Celery 32). Rates are arrivals at the "
         "receiver per second after discarding the first 10%.")
     add("")
-    _engine_targets(r, add)
-    _earlier_targets(r, add)
+    if ran:  # steps only --only runs have no targets, and leave the full run's steps unsaid
+        _engine_targets(r, add)
+        _earlier_targets(r, add)
     for section in sections(r):
         section(r, add)
-    _problems(r, add)
+    if ran:
+        _problems(r, add)
     return "\n".join(out) + "\n"
 
 

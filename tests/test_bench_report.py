@@ -24,14 +24,29 @@ def test_a_runs_figures_render_to_the_same_report() -> None:
     assert report.render(quick_run()) == (RESULTS / "quick.md").read_text()
 
 
-def test_a_run_that_ran_no_step_names_each_as_not_run() -> None:
-    run = {key: quick_run()[key] for key in ("command", "plan", "machine", "versions", "date", "wall_seconds")}
+def test_a_partial_run_says_so_and_names_each_step_it_left_out() -> None:
+    run = {key: quick_run()[key] for key in ("command", "plan", "machine", "versions", "date", "wall_seconds",
+                                             "receiver")}
 
     markdown = report.render(run)
 
+    assert markdown.startswith(f"## {run['date']}: `{run['command']}` (partial run, generated)")
     assert [line for line in markdown.splitlines() if line.endswith(": not run")] == [
-        f"- {name}: not run" for name in report.FULL_RUN]
+        f"- {name}: not run" for name in report.FULL_RUN if name != "receiver"]
     assert "| service ≥ 2 × dramatiq | – | not measured |" in markdown
+
+
+def test_a_run_of_steps_outside_the_full_run_shows_only_their_sections() -> None:
+    run = {key: quick_run()[key] for key in ("command", "plan", "machine", "versions", "date", "wall_seconds")}
+    run["sender_cpu"] = {"requests": 2000, "concurrency": 50, "rounds": 1, "medians": {
+        "plain aiohttp": {"cpu_ms_per_request": 0.2, "requests_per_s": 4000.0},
+        "guarded Sender": {"cpu_ms_per_request": 0.25, "requests_per_s": 3500.0}}}
+
+    markdown = report.render(run)
+
+    assert [line for line in markdown.splitlines() if line.startswith("### ")] == [
+        "### The guarded sender's CPU per request (`--only sender_cpu`)"]
+    assert "- guard overhead: +0.050 ms CPU/request (+25 %)" in markdown
 
 
 def test_a_step_outside_the_full_run_reads_after_the_others() -> None:
@@ -64,3 +79,13 @@ def test_only_the_generated_section_of_the_results_is_rewritten(tmp_path: Path) 
 
     assert results.read_text() == (f"# Results\n\nwritten by hand\n\n{report.START}\n## new run\n{report.END}\n\n"
                                    "## notes by hand\n")
+
+
+def test_an_ingestion_of_batches_alone_shows_their_row_only() -> None:
+    run = quick_run()
+    run["ingest"] = {"batch": run["ingest"]["batch"], "status": "ok"}
+
+    section = report.render(run).split("### Ingestion")[1].split("\n### ")[0]
+
+    assert "| `POST /v1/events/batch`, 100 events each | **" in section
+    assert "| `POST /v1/events` |" not in section

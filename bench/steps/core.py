@@ -6,8 +6,8 @@ Events are stored and published in this process through the same code as ``POST 
 arrivals after the first 10 % give deliveries per second (every attempt logged). Then 5 events
 to an endpoint that fails twice (``tests/receivers.py``'s receiver, ladder ``1s,2s``) give the
 gaps between retries. Options: ``--events`` (default 2,000), ``--database sqlite|postgresql``,
-``--failing`` (the endpoint answers 500 to every call: each attempt is recorded and its retry
-published). ``BENCH_PROFILE=/tmp/worker.raw`` runs the worker under ``py-spy record``;
+``--failing`` (the endpoint answers 500 to every call and is never taken offline: each attempt is
+recorded and its retry published). ``BENCH_PROFILE=/tmp/worker.raw`` runs the worker under ``py-spy record``;
 ``BENCH_WORKER_SCRIPT`` runs another worker script.
 """
 
@@ -68,7 +68,7 @@ def core(context: Context, deadline: Deadline) -> Results:
         accept_event(tenant, "order.created", PAYLOAD, publisher=publisher, topology=settings.topology)
     ingest_rate = events / (time.monotonic() - started)
 
-    worker = _run_worker(settings)
+    worker = _run_worker(settings, args.failing)
     try:
         while counter.count < events:
             deadline.check()
@@ -101,10 +101,12 @@ def _endpoint(tenant_id: str, url: str) -> None:
     Endpoint.create(id=new_id("ep"), tenant=tenant_id, url=url, secret=generate_secret())
 
 
-def _run_worker(settings: Settings) -> subprocess.Popen:
+def _run_worker(settings: Settings, failing: bool) -> subprocess.Popen:
     env = {**os.environ, "DATABASE_URL": settings.database_url, "QUEUE_PREFIX": settings.queue_prefix,
            "RETRY_LADDER": ",".join(f"{d}ms" for d in settings.ladder.delays_ms), "ALLOW_PRIVATE_TARGETS": "1",
            "LOG_LEVEL": "WARNING"}
+    if failing:  # an endpoint that always fails would be taken offline and its deliveries parked, not retried
+        env["OFFLINE_AFTER_FAILURES"] = "1000000000"
     command = [sys.executable, os.environ["BENCH_WORKER_SCRIPT"]] if os.environ.get("BENCH_WORKER_SCRIPT") else \
         [sys.executable, "-m", "webhooks.worker"]
     if os.environ.get("BENCH_PROFILE"):  # py-spy raw stacks of the worker, e.g. BENCH_PROFILE=/tmp/worker.raw
