@@ -17,7 +17,7 @@ client CPU per request, so the load generator is not what limits gunicorn on 2 c
   a ``202``; each result then also lists its refusals (unix time, status or error)
   and whether the final ``202`` was a replay (``Idempotent-Replayed: true``).
 
-``python -m bench.loadgen burst --url URL --body-file F [--body-file G …] [--header 'K: V'] --count N``
+``python -m bench.kit.loadgen burst --url URL --body-file F [--body-file G …] [--header 'K: V'] --count N``
 prints one JSON object on stdout; with several body files the requests take them in turn.
 """
 

@@ -1,4 +1,4 @@
-"""Step ``flood`` of ``bench/run.py``: one tenant's flood must not hold back another tenant.
+"""Step ``flood``: one tenant's flood must not hold back another tenant.
 
 Tenant A has 10 endpoints, each subscribed to an event type of its own, and posts 20,000
 events at once (2,000 per endpoint) through the API, over many connections: in batches
@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
-from bench.engine_steps import EnginePlan
-from bench.harness import PROCS, PYTHON, Child, Deadline, Receiver, log
-from bench.payload import batch_request, event_request
-from bench.stack import ServiceStack, Tenant
-from bench.stats import percentile
+from bench.kit.markdown import Add, heading, n, overrides
+from bench.kit.payload import batch_request, event_request
+from bench.kit.procs import PROCS, Child, Deadline, log
+from bench.kit.receiver_process import Receiver
+from bench.kit.stack import ServiceStack, Tenant, running
+from bench.kit.stats import percentile
+from bench.kit.step import Context, Results, Step
+
+#: Target of issue 10: B's p99 from its POST to the arrival while A drains.
+FLOOD_P99_MS = 250.0
 
 #: Events per ``POST /v1/events/batch``: 200 of ~1 KB stay under the default ``MAX_BODY_BYTES`` (256 KiB).
 BATCH = 200
@@ -43,27 +49,15 @@ def batch_supported(stack: ServiceStack, tenant: Tenant) -> bool:
 
 
 def _start_flood(stack: ServiceStack, tenant: Tenant, event_types: list[str], events: int,
-                 batch: bool) -> tuple[Child, Any]:
+                 batch: bool) -> tuple[Child, Path]:
     """Start the load generator posting ``events`` events spread evenly over ``event_types``."""
-    PROCS.log_dir.mkdir(exist_ok=True)
-    stamp = time.monotonic_ns()
+    options = ("--processes", str(FLOOD_PROCESSES), "--connections", str(FLOOD_CONNECTIONS))
     if batch:
         per_type = BATCH // len(event_types)
-        bodies = [batch_request([t for t in event_types for _ in range(per_type)])]
-        requests, url = -(-events // (per_type * len(event_types))), f"{stack.base_url}/v1/events/batch"
-    else:
-        bodies = [event_request(t) for t in event_types]
-        requests, url = events, f"{stack.base_url}/v1/events"
-    files = []
-    for i, body in enumerate(bodies):
-        path = PROCS.log_dir / f"flood-{stamp}-{i}.json"
-        path.write_bytes(body)
-        files += ["--body-file", str(path)]
-    out = PROCS.log_dir / f"flood-{stamp}.out.json"
-    argv = [PYTHON, "-m", "bench.loadgen", "burst", "--url", url, *files,
-            "--header", f"Authorization: Bearer {tenant.api_key}", "--count", str(requests),
-            "--processes", str(FLOOD_PROCESSES), "--connections", str(FLOOD_CONNECTIONS), "--out", str(out)]
-    return PROCS.start(f"{stack.name}-flood", argv), out
+        body = batch_request([t for t in event_types for _ in range(per_type)])
+        return stack.start_load("burst", tenant.api_key, [body], -(-events // (per_type * len(event_types))), *options,
+                                path="/v1/events/batch")
+    return stack.start_load("burst", tenant.api_key, [event_request(t) for t in event_types], events, *options)
 
 
 def _flood_events(stack: ServiceStack, tenant: Tenant) -> int:
@@ -71,11 +65,10 @@ def _flood_events(stack: ServiceStack, tenant: Tenant) -> int:
                            (tenant.id,))
 
 
-def flood(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str, Any]:
-    stack = ServiceStack("flood")
-    try:
-        stack.release()
-        stack.start_web()
+def flood(context: Context, deadline: Deadline) -> Results:
+    """Tenant A's flood beside tenant B's trickle: B's latency while A drains, and A's drain time."""
+    receiver, plan = context.receiver, context.plan
+    with running("flood") as stack:
         a, b = stack.tenant("flood-a"), stack.tenant("flood-b")
         event_types = [f"flood.t{i}" for i in range(plan.flood_endpoints)]
         for i, event_type in enumerate(event_types):
@@ -125,8 +118,6 @@ def flood(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str,
                 **_b_latency(stack, receiver, b_path, b_rows, flood_started, posted_at, drained_at),
                 "b_interval_ms": plan.flood_interval * 1000, "processes": plan.processes,
                 "service_overrides": stack.overrides}
-    finally:
-        stack.close()
 
 
 def _a_drain(receiver: Receiver, flood_started: float) -> dict[str, Any]:
@@ -171,3 +162,38 @@ def _b_latency(stack: ServiceStack, receiver: Receiver, path: str, rows: list[di
         f"after: p99 {figures['b_after_posting']['p99_ms']:.0f} ms); "
         + ", ".join(f"{name} p50 {v['p50_ms']:.0f} / p99 {v['p99_ms']:.0f} ms" for name, v in during["stages"].items()))
     return figures
+
+
+def section(r: dict[str, Any], add: Add) -> None:
+    step = r.get("flood")
+    if not heading(add, "Tenant flood", step):
+        return
+    how = f"in batches of {step.get('batch_size', 200)} (`POST /v1/events/batch`)" if step["batch"] else "one event a request (`POST /v1/events`)"
+    statuses = ", ".join(f"{k}: {v:,}" for k, v in sorted(step["a_post_statuses"].items())) or "–"
+    add(f"Tenant A posts {step['events']:,} events at once for its {step['endpoints']} endpoints (each subscribed to "
+        f"an event type of its own, so {step['events'] // step['endpoints']:,} each), {how}, 2 load processes × 32 "
+        f"connections; a 429 waits its `Retry-After` (answers: {statuses}). Tenant B posts one event every "
+        f"{step['b_interval_ms']:.0f} ms to its one endpoint. {step['processes']} worker processes; settings: "
+        f"{overrides(step)}.")
+    add("")
+    add("| figure | value |")
+    add("|---|---|")
+    add(f"| A: events accepted, posting time | {step['a_accepted']:,} in {n(step['a_posting_seconds'], 1)} s |")
+    add(f"| A: first POST → last arrival (drain time) | **{n(step['a_drain_seconds'], 1)} s** "
+        f"({n(step['a_rate'])} deliveries/s){'' if step['a_drained'] else ', **not drained**'} |")
+    for key, label in (("b_quiet", "B before the flood"), ("b_during", "**B while A drains**"),
+                       ("b_posting", "B while A drains, posted while A's batches were still being accepted"),
+                       ("b_after_posting", "B while A drains, posted after A's last batch was accepted")):
+        b = step.get(key)
+        if b is None:  # a run from before the split
+            continue
+        add(f"| {label}: POST start → arrival | p50 {n(b['p50_ms'])} ms, p99 {n(b['p99_ms'])} ms, max "
+            f"{n(b['max_ms'])} ms ({b['delivered']} of {b['sent']} delivered); of which the POST until its 202: "
+            f"p50 {n(b.get('post_p50_ms'))} ms, p99 {n(b.get('post_p99_ms'))} ms; from the 202 to the arrival: "
+            f"p50 {n(b.get('after_answer_p50_ms'))} ms, p99 {n(b.get('after_answer_p99_ms'))} ms"
+            + "".join(f"; {name}: p50 {n(v['p50_ms'])} ms, p99 {n(v['p99_ms'])} ms" for name, v in b.get("stages", {}).items())
+            + " |")
+    add("")
+
+
+STEP = Step("flood", "tenant flood", flood, lambda context: 1200 * context.budget, (section,))

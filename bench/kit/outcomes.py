@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from bench.harness import Sql
+from bench.kit.services import Sql
 
 #: Delivery statuses with an attempt still to come.
 UNFINISHED = ("pending", "retrying")

@@ -35,7 +35,3 @@ def webhook_body() -> bytes:
     """What a receiver gets: the Standard Webhooks body the service would send for this event."""
     return json.dumps({"type": EVENT_TYPE, "timestamp": "2026-11-22T12:00:00.000000Z", "data": PAYLOAD},
                       separators=(",", ":")).encode()
-
-
-if __name__ == "__main__":
-    print(len(event_request()), len(webhook_body()))

@@ -1,6 +1,6 @@
 """A fast webhook receiver for benchmarks: asyncio, HTTP/1.1 keep-alive, answers 200.
 
-Run standalone (``python bench/receiver.py PORT``; it prints the request count every
+Run standalone (``python -m bench.kit.receiver PORT``; it prints the request count every
 5 seconds, ``--quiet`` does not) or start it in a thread with ``start(port)``; it
 counts requests so a benchmark can tell when all arrived. It raises its open-files
 limit to the hard limit, so it holds 10,000+ connections at once.

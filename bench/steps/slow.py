@@ -1,4 +1,4 @@
-"""Steps of ``bench/run.py`` for issue 10's targets against slow receivers.
+"""Steps ``fanout``, ``slow``, ``climb`` and ``inflight``: the service against slow receivers (issue 10).
 
 - ``fanout``: 50 endpoints that answer after 200 ms, ONE worker process (target ≥ 900/s);
 - ``slow``: one endpoint that answers after 200 ms (target ≥ 150/s);
@@ -12,66 +12,38 @@
 Each step has a stack of its own (``ServiceStack``) with the service's DEFAULT settings,
 pre-loads its deliveries through the API with the workers stopped, then starts the
 workers and stops them when everything arrived or the step's time is up. Latency and
-concurrency come from the receiver's per-request record (``bench/receiver.py``).
+concurrency come from the receiver's per-request record (``bench/kit/receiver.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import httpx
 
-from bench import plots
-from bench.harness import PROCS, Deadline, Receiver, log
-from bench.stack import DeliveryRun, ServiceStack, Tenant
-from bench.stats import WARMUP, plateau_memory, steady_rate
-from bench.timeline import Call, in_flight_at, latency_buckets, sample_times, window_summary
+from bench.kit import plots
+from bench.kit.markdown import Add, heading, mib, n, ok, overrides, why
+from bench.kit.plan import Plan
+from bench.kit.procs import PROCS, Deadline, log
+from bench.kit.receiver_process import Receiver
+from bench.kit.stack import DeliveryRun, ServiceStack, Tenant, running
+from bench.kit.stats import WARMUP, plateau_memory, steady_rate
+from bench.kit.step import Context, Results, Step
+from bench.kit.timeline import Call, in_flight_at, latency_buckets, sample_times, window_summary
 
-@dataclass(frozen=True)
-class EnginePlan:
-    """How big each of these steps is (``--quick``: small numbers, or the issue's)."""
+#: Targets of issue 10.
+FANOUT_TARGET = 900.0
+SLOW_TARGET = 150.0
+RSS_TARGET_MB = 400.0
 
-    quick: bool
-    processes: int
-    slow_ms: int
-    slow_endpoints: int
-    fanout_deliveries: int
-    slow_deliveries: int
-    slow_seconds: float
-    climb_threshold: int
-    climb_low_ms: int
-    climb_high_ms: int
-    climb_deliveries: int
-    inflight_target: int
-    inflight_endpoints: int
-    inflight_ms: int
-    inflight_seconds: float
-    flood_events: int
-    flood_endpoints: int
-    flood_interval: float
-    flood_seconds: float
+#: The climbing endpoint counts as backed off when fewer than this share of its calls arrived
+#: with more than the threshold in flight (and the engine reports the window it keeps).
+CLIMB_OVER_SHARE = 0.10
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "EnginePlan":
-        quick = args.quick
-        return cls(
-            quick=quick, processes=os.cpu_count() or 2,
-            slow_ms=200, slow_endpoints=50,
-            fanout_deliveries=2_500 if quick else 20_000,
-            slow_deliveries=600 if quick else 6_000,
-            slow_seconds=60.0 if quick else 300.0,
-            climb_threshold=50, climb_low_ms=20, climb_high_ms=2000,
-            climb_deliveries=3_000 if quick else 20_000,
-            inflight_target=1_000 if quick else 10_000, inflight_endpoints=20 if quick else 100, inflight_ms=5000,
-            inflight_seconds=40.0 if quick else 150.0,
-            flood_events=2_000 if quick else 20_000, flood_endpoints=10, flood_interval=0.1,
-            flood_seconds=180.0 if quick else 900.0,
-        )
+#: The in-flight step counts only if the receiver really held the whole target at its peak.
+INFLIGHT_REACHED = 1.0
 
 
 # -- shared ---------------------------------------------------------------------------------------
@@ -106,54 +78,44 @@ def delivery_figures(calls: list[Call], run: DeliveryRun, expected: int, process
             "memory": run.rss.summary()}
 
 
-def _slow_endpoints(stack: ServiceStack, receiver: Receiver, tenant: Tenant, prefix: str, count: int) -> None:
-    for i in range(count):
+def _to_slow_endpoints(stack: ServiceStack, receiver: Receiver, name: str, answer_ms: int, endpoints: int,
+                       deliveries: int, seconds: float,
+                       deadline: Deadline) -> tuple[dict[str, Any], DeliveryRun, list[Call]]:
+    """About ``deliveries`` to a tenant's ``endpoints`` endpoints that answer after ``answer_ms`` (each event to
+    every one), delivered by one worker process."""
+    tenant = stack.tenant(name)
+    prefix = f"/slow/{answer_ms}/{name}/"
+    for i in range(endpoints):
         stack.endpoint(tenant, receiver.url(f"{prefix}e{i}"))
-
-
-def _with_stack(name: str, body: Callable[[ServiceStack], dict[str, Any]]) -> dict[str, Any]:
-    """Run ``body`` on a fresh stack (release step done, web started) with default settings; close it after."""
-    stack = ServiceStack(name)
-    try:
-        stack.release()
-        stack.start_web()
-        result = body(stack)
-        result["service_overrides"] = stack.overrides
-        return result
-    finally:
-        stack.close()
+    return _pre_load_and_deliver(stack, receiver, tenant, prefix, endpoints, deliveries, 1, seconds, deadline)
 
 
 # -- a. 50 slow endpoints, one worker process ----------------------------------------------------
 
 
-def fanout(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str, Any]:
+def fanout(context: Context, deadline: Deadline) -> Results:
     """Every event goes to 50 endpoints that answer after 200 ms; ONE worker process delivers them."""
-    def body(stack: ServiceStack) -> dict[str, Any]:
-        tenant = stack.tenant("fanout")
-        prefix = f"/slow/{plan.slow_ms}/fanout/"
-        _slow_endpoints(stack, receiver, tenant, prefix, plan.slow_endpoints)
-        figures, _, _ = _pre_load_and_deliver(stack, receiver, tenant, prefix, plan.slow_endpoints,
-                                              plan.fanout_deliveries, 1, plan.slow_seconds, deadline)
-        return {"endpoints": plan.slow_endpoints, "answer_ms": plan.slow_ms, **figures}
-
-    return _with_stack("fanout", body)
+    receiver, plan = context.receiver, context.plan
+    with running("fanout") as stack:
+        figures, _, _ = _to_slow_endpoints(stack, receiver, "fanout", plan.slow_ms, plan.slow_endpoints,
+                                           plan.fanout_deliveries, plan.slow_seconds, deadline)
+        return {"endpoints": plan.slow_endpoints, "answer_ms": plan.slow_ms, **figures,
+                "service_overrides": stack.overrides}
 
 
 # -- b. one slow endpoint --------------------------------------------------------------------------
 
 
-def slow(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str, Any]:
+def slow(context: Context, deadline: Deadline) -> Results:
     """One endpoint that answers after 200 ms; one worker process per core."""
-    def body(stack: ServiceStack) -> dict[str, Any]:
+    receiver, plan = context.receiver, context.plan
+    with running("slow") as stack:
         tenant = stack.tenant("slow")
         prefix = f"/slow/{plan.slow_ms}/one"
         stack.endpoint(tenant, receiver.url(prefix))
         figures, _, _ = _pre_load_and_deliver(stack, receiver, tenant, prefix, 1, plan.slow_deliveries,
                                               plan.processes, plan.slow_seconds, deadline)
-        return {"answer_ms": plan.slow_ms, **figures}
-
-    return _with_stack("slow", body)
+        return {"answer_ms": plan.slow_ms, **figures, "service_overrides": stack.overrides}
 
 
 # -- c. an endpoint whose latency climbs under load ----------------------------------------------
@@ -173,9 +135,10 @@ def concurrency_sampler(stack: ServiceStack, tenant: Tenant, endpoint: str) -> C
     return sample
 
 
-def climb(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str, Any]:
+def climb(context: Context, deadline: Deadline) -> Results:
     """One endpoint: 20 ms while at most 50 calls are in flight, climbing to 2 s at 100; a deep backlog."""
-    def body(stack: ServiceStack) -> dict[str, Any]:
+    receiver, plan = context.receiver, context.plan
+    with running("climb") as stack:
         tenant = stack.tenant("climb")
         prefix = f"/climb/{plan.climb_threshold}/{plan.climb_low_ms}/{plan.climb_high_ms}/ep"
         endpoint = stack.endpoint(tenant, receiver.url(prefix))
@@ -195,9 +158,7 @@ def climb(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str,
                   "plot": plot, "series": series}
         log(f"   {over:,} of {len(calls):,} calls arrived with more than {plan.climb_threshold} in flight; "
             f"engine window {'reported' if windows else 'not reported'}; plot {plot}")
-        return result
-
-    return _with_stack("climb", body)
+        return {**result, "service_overrides": stack.overrides}
 
 
 def _climb_series(calls: list[Call], run: DeliveryRun, windows: list[tuple[float, Any]]) -> dict[str, list[float]]:
@@ -212,7 +173,7 @@ def _climb_series(calls: list[Call], run: DeliveryRun, windows: list[tuple[float
             "calls_per_s": [b.count for b in buckets]}
 
 
-def _climb_plot(series: dict[str, list[float]], windows: list[tuple[float, Any]], plan: EnginePlan) -> str:
+def _climb_plot(series: dict[str, list[float]], windows: list[tuple[float, Any]], plan: Plan) -> str:
     lines = [plots.Line("in flight at the receiver", series["t"], series["in_flight"])]
     if windows:
         lines.append(plots.Line("engine window (GET /v1/endpoints/<id>)", [t for t, _ in windows],
@@ -232,16 +193,14 @@ def _climb_plot(series: dict[str, list[float]], windows: list[tuple[float, Any]]
 # -- e. 10,000 in flight to endpoints that take 5 s ---------------------------------------------
 
 
-def inflight(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[str, Any]:
+def inflight(context: Context, deadline: Deadline) -> Results:
     """Sixteen times ``inflight_target`` deliveries to endpoints answering after 5 s, one worker process, for a
     fixed time: enough per endpoint for its window to grow to the ceiling (slow start doubles it about every 10 s
     for a 5 s answer, so about a minute) and then stay there for about a minute (80,000 ran out after 90 s)."""
-    def body(stack: ServiceStack) -> dict[str, Any]:
-        tenant = stack.tenant("inflight")
-        prefix = f"/slow/{plan.inflight_ms}/inflight/"
-        _slow_endpoints(stack, receiver, tenant, prefix, plan.inflight_endpoints)
-        figures, run, calls = _pre_load_and_deliver(stack, receiver, tenant, prefix, plan.inflight_endpoints,
-                                                    16 * plan.inflight_target, 1, plan.inflight_seconds, deadline)
+    receiver, plan = context.receiver, context.plan
+    with running("inflight") as stack:
+        figures, run, calls = _to_slow_endpoints(stack, receiver, "inflight", plan.inflight_ms, plan.inflight_endpoints,
+                                                 16 * plan.inflight_target, plan.inflight_seconds, deadline)
         times = sample_times(run.started, run.ended, 1.0)
         in_flight = in_flight_at(calls, times)
         rss_t = [offset + run.rss.wall_t0 for offset, _ in run.rss.samples]
@@ -261,6 +220,92 @@ def inflight(receiver: Receiver, plan: EnginePlan, deadline: Deadline) -> dict[s
             f"{memory['plateau_mean_in_flight']:.0f}; worker RSS peak {memory['peak_mib']:.0f} MiB, "
             f"flat: {memory['flat']}")
         return {"target": plan.inflight_target, "endpoints": plan.inflight_endpoints, "answer_ms": plan.inflight_ms,
-                **figures, "peak_in_flight": max(in_flight, default=0), **memory, "plot": plot, "series": series}
+                **figures, "peak_in_flight": max(in_flight, default=0), **memory, "plot": plot, "series": series,
+                "service_overrides": stack.overrides}
 
-    return _with_stack("inflight", body)
+
+# -- the report ------------------------------------------------------------------------------------
+
+
+def table_section(r: dict[str, Any], add: Add) -> None:
+    add("### Slow receivers")
+    add("")
+    add("Deliveries pre-loaded through the API with the workers stopped, then delivered; a step stops when all "
+        "arrived or its time is up. Rate: arrivals per second after the first 10%; in flight: requests the receiver "
+        "held at once, averaged over that span (and the most any request found on arrival); latency: the "
+        "receiver's answer time, so it shows the endpoint, not the service.")
+    add("")
+    add("| step | deliveries | worker processes | sustained deliveries/s | in flight, mean (max) | latency p50 / p99 "
+        "| worker peak RSS | settings |")
+    add("|---|---|---|---|---|---|---|---|")
+    for key, label in (("fanout", "50 endpoints answering after 200 ms"), ("slow", "1 endpoint answering after 200 ms"),
+                       ("climb", "1 endpoint slowing above 50 in flight"),
+                       ("inflight", "endpoints answering after 5 s")):
+        step = r.get(key)
+        if not ok(step):
+            add(f"| {label} | {why(step)} | | | | | | |")
+            continue
+        done = f"{step['arrivals']:,} of {step['expected']:,}" + ("" if step["finished"] else
+                                                                  f" (stopped at {step['seconds']:.0f} s)")
+        add(f"| {label} | {done} | {step['processes']} | **{n(step['rate'], 1)}** | {n(step['mean_in_flight'], 1)} "
+            f"({step['max_in_flight']:,}) | {n(step['p50_ms'])} / {n(step['p99_ms'])} ms | {mib(step['memory'])} | "
+            f"{overrides(step)} |")
+    add("")
+
+
+def _plotted(title: str, key: str, alt: str,
+             text: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any], Add], None]:
+    """A section of the report: what step ``key`` saw, in words, and its plot."""
+    def section(r: dict[str, Any], add: Add) -> None:
+        step = r.get(key)
+        if not heading(add, title, step):
+            return
+        add(text(step))
+        add("")
+        add(f"![{alt}]({step['plot']})")
+        add("")
+
+    return section
+
+
+def _climb_text(step: dict[str, Any]) -> str:
+    threshold = step["threshold"]
+    window = (f"max {step['window_max']}, last {step['window_last']}." if step["window_reported"]
+              else "not reported by this version of the service.")
+    sentences = (
+        f"`bench/kit/receiver.py` answers after {step['low_ms']} ms while at most {threshold} calls to the endpoint "
+        f"are in flight; above, the delay climbs linearly to {step['high_ms'] / 1000:g} s at {2 * threshold}.",
+        f"{step['expected']:,} deliveries queued for it; {step['processes']} worker processes.",
+        f"{step['arrived_over_threshold']:,} of {step['arrivals']:,} calls ({step['share_over_threshold']:.1%}) "
+        f"arrived with more than {threshold} in flight.",
+        f"The engine's window (`concurrency.window` of `GET /v1/endpoints/<id>`, sampled every 0.5 s): {window}",
+    )
+    return " ".join(sentences)
+
+
+def _inflight_text(step: dict[str, Any]) -> str:
+    return (f"{step['expected']:,} deliveries to {step['endpoints']} endpoints that answer after "
+            f"{step['answer_ms'] / 1000:g} s, one worker process, for {step['seconds']:.0f} s. The receiver held at most "
+            f"**{step['peak_in_flight']:,}** at once (target {step['target']:,}); over the plateau (≥ 90% of that peak, "
+            f"{step['plateau_seconds']:.0f} s) {n(step['plateau_mean_in_flight'])} on average. Worker RSS, largest process, "
+            f"every second: start {n(step['start_mib'])} MiB, peak {n(step['peak_mib'])} MiB, end {n(step['end_mib'])} MiB; "
+            f"over the plateau {n(step.get('plateau_start_mib'))} → peak {n(step.get('plateau_peak_mib'))} MiB; "
+            f"when the in-flight count first reached its peak (or at the plateau's midpoint, if that came first) "
+            f"{n(step.get('at_peak_mib'))} MiB, and over the {n(step.get('after_peak_seconds'))} s after it at most "
+            f"{n(step.get('after_peak_growth_mib'))} MiB more "
+            "(flat: from that moment on it never rises more than 10% or 16 MiB above its value then).")
+
+
+climb_section = _plotted("An endpoint that slows down under load", "climb",
+                         "in flight, window and latency of the slowing endpoint over time", _climb_text)
+inflight_section = _plotted("Deliveries in flight to endpoints that take 5 s", "inflight",
+                            "in flight and worker memory over time", _inflight_text)
+
+
+FANOUT = Step("fanout", "50 endpoints answering after 200 ms, one worker process", fanout,
+              lambda context: 600 * context.budget, (table_section,))
+SLOW = Step("slow", "one endpoint answering after 200 ms", slow, lambda context: 600 * context.budget)
+CLIMB = Step("climb", "an endpoint slowing down above 50 calls in flight", climb, lambda context: 600 * context.budget,
+             (climb_section,))
+INFLIGHT = Step("inflight", "deliveries in flight to endpoints taking 5 s", inflight,
+                lambda context: 600 * context.budget, (inflight_section,))

@@ -1,5 +1,5 @@
 """What a receiver saw over time: the calls it recorded (``/_bench/timeline`` of
-``bench/receiver.py``), how many were in flight at any moment, and their latency per
+``bench/kit/receiver.py``), how many were in flight at any moment, and their latency per
 time bucket. Standard library only (the tests import it from the service's virtualenv).
 """
 
@@ -10,7 +10,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
-from bench.stats import percentile
+from bench.kit.stats import percentile
 
 
 @dataclass(frozen=True)

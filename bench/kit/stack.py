@@ -11,7 +11,6 @@ Queues and the database are removed at exit.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 import math
 import os
 import secrets
@@ -19,16 +18,24 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import httpx
 
-from bench import harness
-from bench.harness import CLEANUP, PROCS, PYTHON, ROOT, Child, Deadline, Receiver, RssSampler, Sql
-from bench.payload import EVENT_TYPE, event_request
-from bench.stats import percentile, steady_rate
+from bench.kit import services
+from bench.kit.procs import (
+    CLEANUP, PROCS, PYTHON, ROOT, Child, Deadline, RssSampler, ScenarioTimeout, log, wait_port,
+)
+from bench.kit.payload import EVENT_TYPE, event_request
+from bench.kit.receiver_process import Receiver
+from bench.kit.services import Sql
+from bench.kit.stats import percentile, steady_rate
+from bench.kit.wrk import lua_post_script, run_wrk
 
 
 @dataclass
@@ -56,7 +63,7 @@ def service_defaults() -> dict[str, Any]:
 
 @dataclass
 class PacedSender:
-    """A running ``bench.loadgen paced`` process and the file it writes its results to."""
+    """A running ``bench.kit.loadgen paced`` process and the file it writes its results to."""
 
     child: Child
     out: Path
@@ -97,14 +104,15 @@ class ServiceStack:
         #: The service's settings this stack changes from their defaults (the report names them).
         self.overrides = dict(env or {})
         self.prefix = f"bench_{name}_{os.getpid()}"
-        self.database_url = harness.create_database(self.prefix)
-        if (env or {}).get("AMQP_URL", harness.AMQP_URL) == harness.AMQP_URL:
+        self.database_url = services.fresh_database(self.prefix)
+        CLEANUP.add(f"drop database {self.prefix}", lambda: services.drop_database(self.prefix))
+        self.own_broker = (env or {}).get("AMQP_URL", services.AMQP_URL) == services.AMQP_URL
+        if self.own_broker:
             # (A stack on a broker of its own, such as bench/cluster.py's, goes away with it.)
-            CLEANUP.add(f"delete queues {self.prefix}.*",
-                        lambda: harness.delete_broker_objects(self.prefix + ".", exchanges=[self.prefix]))
+            CLEANUP.add(f"delete queues {self.prefix}.*", self.delete_queues)
         self.env = {
             "DATABASE_URL": self.database_url,
-            "AMQP_URL": harness.AMQP_URL,
+            "AMQP_URL": services.AMQP_URL,
             "QUEUE_PREFIX": self.prefix,
             "ALLOW_PRIVATE_TARGETS": "1",
             # Set, so that no process writes a generated key under instance/.
@@ -116,7 +124,7 @@ class ServiceStack:
         metrics_dir = self.env["PROMETHEUS_MULTIPROC_DIR"]
         CLEANUP.add(f"remove {metrics_dir}", lambda: shutil.rmtree(metrics_dir, ignore_errors=True))
         self.web_workers = web_workers
-        self.port = harness.free_port()
+        self.port = services.free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.web: Child | None = None
         self.workers: list[Child] = []
@@ -143,7 +151,7 @@ class ServiceStack:
         env = {**self.env, "BIND": f"127.0.0.1:{self.port}", "WEB_CONCURRENCY": str(self.web_workers)}
         self.web = PROCS.start(f"{self.name}-web", [PYTHON, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf",
                                                     "app:create_app()"], env)
-        harness.wait_port(self.port, Deadline(60, f"{self.name}: gunicorn start"), self.web)
+        wait_port(self.port, Deadline(60, f"{self.name}: gunicorn start"), self.web)
         deadline = Deadline(60, f"{self.name}: /healthz")
         while True:
             try:
@@ -238,9 +246,9 @@ class ServiceStack:
         rate is measured on the server side, from the events' ``created_at``. wrk does not wait
         out a 429, so it keeps within one tenant's ``TENANT_MAX_CONCURRENT_REQUESTS`` (4)."""
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {tenant.api_key}"}
-        script = harness.lua_post_script(event_request(), headers, math.ceil(count / threads))
+        script = lua_post_script(event_request(), headers, math.ceil(count / threads))
         before = self.events_of(tenant)
-        result = harness.run_wrk(f"{self.base_url}/v1/events", script, threads, connections,
+        result = run_wrk(f"{self.base_url}/v1/events", script, threads, connections,
                                  duration=min(deadline.left(), count / 20 + 60),
                                  stop_when=lambda: self.events_of(tenant) - before >= count)
         time.sleep(0.5)  # requests still in flight when wrk was interrupted
@@ -260,32 +268,39 @@ class ServiceStack:
 
         ``event_types`` take turns (default: the one benchmark type). With an
         ``idempotency_prefix`` every event has its own key and is sent again until accepted
-        (``bench/loadgen.py``).
+        (``bench/kit/loadgen.py``).
         """
         sender = self.start_paced(tenant, count, rate, event_types, idempotency_prefix)
         try:
             sender.child.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             PROCS.stop(sender.child, grace=1.0)
-            raise harness.ScenarioTimeout(f"paced sender did not finish within {timeout:.0f} s")
+            raise ScenarioTimeout(f"paced sender did not finish within {timeout:.0f} s")
         return sender.results()
 
     def start_paced(self, tenant: Tenant, count: int, rate: float, event_types: list[str] | None = None,
                     idempotency_prefix: str | None = None) -> "PacedSender":
         """Start POSTing up to ``count`` events at ``rate`` per second; ``results()`` stops it and reads them."""
+        idempotency = ["--idempotency-prefix", idempotency_prefix] if idempotency_prefix else []
+        child, out = self.start_load("paced", tenant.api_key, [event_request(t) for t in event_types or [EVENT_TYPE]],
+                                     count, "--rate", str(rate), *idempotency)
+        return PacedSender(child, out)
+
+    def start_load(self, mode: str, api_key: str, bodies: list[bytes], count: int, *options: str,
+                   path: str = "/v1/events") -> tuple[Child, Path]:
+        """Start ``python -m bench.kit.loadgen <mode>`` sending ``count`` requests to ``path`` with ``api_key``,
+        their bodies ``bodies`` taken in turn; the process and the file it writes its results to."""
         PROCS.log_dir.mkdir(exist_ok=True)
-        bodies = []
-        for index, event_type in enumerate(event_types or [EVENT_TYPE]):
-            body = PROCS.log_dir / f"event-{os.getpid()}-{index}.json"
-            body.write_bytes(event_request(event_type))
-            bodies += ["--body-file", str(body)]
-        out = PROCS.log_dir / f"paced-{self.name}-{time.monotonic_ns()}.json"
-        argv = [PYTHON, "-m", "bench.loadgen", "paced", "--url", f"{self.base_url}/v1/events", *bodies,
-                "--header", f"Authorization: Bearer {tenant.api_key}", "--count", str(count), "--rate", str(rate),
-                "--out", str(out)]
-        if idempotency_prefix:
-            argv += ["--idempotency-prefix", idempotency_prefix]
-        return PacedSender(PROCS.start(f"{self.name}-paced", argv), out)
+        stamp = f"{self.name}-{mode}-{time.monotonic_ns()}"
+        files = []
+        for index, body in enumerate(bodies):
+            file = PROCS.log_dir / f"{stamp}-{index}.json"
+            file.write_bytes(body)
+            files += ["--body-file", str(file)]
+        out = PROCS.log_dir / f"{stamp}.out.json"
+        argv = [PYTHON, "-m", "bench.kit.loadgen", mode, "--url", f"{self.base_url}{path}", *files,
+                "--header", f"Authorization: Bearer {api_key}", "--count", str(count), *options, "--out", str(out)]
+        return PROCS.start(f"{self.name}-{mode}", argv), out
 
     def preload(self, tenant: Tenant, events: int, fanout: int, deadline: Deadline) -> dict[str, Any]:
         """POST about ``events`` events (workers stopped) and wait until every delivery's
@@ -299,7 +314,7 @@ class ServiceStack:
                 depth, changed = now_depth, time.monotonic()
             elif time.monotonic() - changed > PRELOAD_SETTLED:
                 # A service that queues deliveries otherwise (not one message each) must not stall the step.
-                harness.log(f"   the primary queue settled at {depth:,} messages for {expected:,} deliveries; going on")
+                log(f"   the primary queue settled at {depth:,} messages for {expected:,} deliveries; going on")
                 break
             time.sleep(0.2)
         return ingest
@@ -328,4 +343,74 @@ class ServiceStack:
         return DeliveryRun(started, ended, arrived >= expected, arrived, rss, samples)
 
     def primary_depth(self) -> int:
-        return harness.queue_depth(f"{self.prefix}.deliver")
+        return services.queue_depth(f"{self.prefix}.deliver")
+
+    # -- ingestion alone (``bench/steps/ingest.py``) -------------------------------------------
+
+    def web_worker_pids(self) -> list[int]:
+        """The gunicorn worker processes (children of the web process)."""
+        assert self.web is not None
+        out = subprocess.run(["pgrep", "-P", str(self.web.pid)], capture_output=True, text=True)
+        return [int(pid) for pid in out.stdout.split()]
+
+    def backend_pids(self) -> list[int]:
+        """PostgreSQL's backends serving this stack's database."""
+        admin = Sql(services.PG_ADMIN)
+        try:
+            return [pid for (pid,) in admin.rows("SELECT pid FROM pg_stat_activity WHERE datname = %s", (self.prefix,))]
+        finally:
+            admin.close()
+
+    def burst(self, api_keys: list[str], body: bytes, count: int, connections: int, processes: int,
+              batch: int = 0) -> dict[str, Any]:
+        """POST ``count`` events as fast as the API answers: ``body`` is one event (``batch`` 0) or a list of
+        ``batch`` events for ``/v1/events/batch``; split evenly over the tenants of ``api_keys`` (one load
+        run per tenant, at the same time). ``count`` and ``rps`` in the answer count events."""
+        if len(api_keys) > 1:
+            share = max(1, processes // len(api_keys))
+            with ThreadPoolExecutor(len(api_keys)) as pool:
+                results = list(pool.map(lambda key: self.burst([key], body, count // len(api_keys), connections,
+                                                               share, batch), api_keys))
+            seconds = max(r["seconds"] for r in results)
+            statuses: Counter[str] = Counter()
+            for r in results:
+                statuses.update(r["statuses"])
+            total = sum(r["count"] for r in results)
+            return {"count": total, "seconds": seconds, "rps": total / seconds, "statuses": dict(statuses)}
+        child, out = self.start_load("burst", api_keys[0], [body], count // batch if batch else count,
+                                     "--connections", str(connections), "--processes", str(processes),
+                                     path="/v1/events/batch" if batch else "/v1/events")
+        child.popen.wait(600)
+        if child.popen.returncode != 0 or not out.exists():
+            raise RuntimeError(f"the load generator failed ({child.popen.returncode}):\n{child.tail()}")
+        result = json.loads(out.read_text())
+        events = result["count"] * (batch or 1)
+        return {**result, "count": events, "rps": events / result["seconds"]}
+
+    def delete_queues(self) -> None:
+        services.delete_broker_objects(self.prefix + ".", exchanges=[self.prefix])
+
+    def remove(self) -> None:
+        """Stop every process and remove the queues and the database now (not only at exit)."""
+        self.close()
+        if self.own_broker:
+            self.delete_queues()
+        services.drop_database(self.prefix)
+        shutil.rmtree(self.env["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+
+
+@contextmanager
+def running(name: str, env: dict[str, str] | None = None, remove: bool = False) -> Iterator[ServiceStack]:
+    """A fresh stack (``env``: the settings it changes) with its release step done and its web process
+    answering; afterwards its processes are stopped, and with ``remove`` its queues and database dropped
+    at once rather than at exit."""
+    stack = ServiceStack(name, env)
+    try:
+        stack.release()
+        stack.start_web()
+        yield stack
+    finally:
+        if remove:
+            stack.remove()
+        else:
+            stack.close()

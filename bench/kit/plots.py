@@ -10,13 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")  # before pyplot: files only, never a window
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import ScalarFormatter  # noqa: E402
-
 
 @dataclass
 class Line:
@@ -38,6 +31,12 @@ class Panel:
 
 def time_series_png(path: Path, title: str, panels: Sequence[Panel], xlabel: str = "seconds since the workers started") -> Path:
     """Draw ``panels`` one above the other into ``path``; returns ``path``."""
+    import matplotlib  # the benchmark's own virtualenv has it; the service's, where the tests import this, need not
+
+    matplotlib.use("Agg")  # before pyplot: files only, never a window
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
+
     figure, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(10, 3.2 * len(panels)), squeeze=False)
     for axis, panel in zip(axes[:, 0], panels):
         for line in panel.lines:

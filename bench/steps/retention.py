@@ -1,23 +1,22 @@
-#!/usr/bin/env python3
-"""The retention purge of 1,000,000 attempts while events are ingested, on a fresh PostgreSQL database.
+"""Step ``retention`` (only with ``--only retention``): the retention purge of 1,000,000 attempts while events
+are ingested, on a fresh PostgreSQL database.
 
 Seeds, with ``INSERT … SELECT generate_series``, ``--events`` events created 40 days ago
-(one delivered delivery each, ``--attempts-per-event`` attempts with a 1 KB response body:
-1,000,000 attempts by default) for one tenant with one endpoint. Then it ingests events
+(250,000 by default; one delivered delivery each, ``--attempts-per-event`` attempts with a 1 KB
+response body: 1,000,000 attempts) for one tenant with one endpoint. Then it ingests events
 through the API (the Flask app in this process, ``POST /v1/events`` with the tenant's key;
-deliveries published to RabbitMQ under a queue prefix of its own) at a steady ``--rate``
-per second, and runs the clock (``python -m webhooks.clock``, the real process, every job):
+deliveries published to RabbitMQ under a queue prefix of its own) at a steady
+``--retention-rate`` per second, and runs the clock (``python -m webhooks.clock``, the real
+process, every job):
 
-1. *baseline*: ``--baseline`` seconds with the clock running and ``RETENTION_DAYS=3650``
+1. *baseline*: ``--retention-baseline`` seconds with the clock running and ``RETENTION_DAYS=3650``
    (nothing to purge);
 2. *purge*: the clock restarted with ``RETENTION_DAYS=30``; ingestion goes on until every
    seeded event is gone (watched with ``min(created_at)`` on the purge's own index).
 
-It prints the purge's duration and rate, and the ingest latency (p50, p99, max) of each
-phase, then checks that every seeded row is gone and every ingested event kept. The
-database, the queues and the clock are removed at exit.
-
-``/work/main/.venv/bin/python bench/retention.py [--events 250000] [--attempts-per-event 4] [--rate 100]``
+Its figures: the purge's duration and rate, and the ingest latency (p50, p99, max) of each
+phase; then it checks that every seeded row is gone and every ingested event kept. The
+database, the queues and the clock are removed at the end.
 """
 
 from __future__ import annotations
@@ -26,26 +25,30 @@ import argparse
 import json
 import logging
 import os
-import tempfile
 import platform
 import secrets
 import shutil
 import signal
 import statistics
 import subprocess
-import sys
+import tempfile
 import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.local import AMQP_URL, PG_ADMIN, pg_admin  # noqa: E402
-
-PYTHON = sys.executable
+from bench.kit.markdown import Add, heading
+from bench.kit.procs import PYTHON, ROOT, Deadline, ScenarioTimeout
+from bench.kit.services import AMQP_URL, amqp_connection, drop_database, fresh_database
+from bench.kit.step import Context, Results, Step
+from app import create_app
+from webhooks.cli import create_tenant, migrate
+from webhooks.config import Settings
+from webhooks.messaging.brokers import connect
+from webhooks.storage import db
+from webhooks.storage.ids import _encode
+from webhooks.storage.models import Attempt, Delivery, Event
 
 #: How old the seeded events are (past the 30-day default).
 SEED_AGE = timedelta(days=40)
@@ -56,8 +59,6 @@ RESPONSE_BODY_BYTES = 1024
 
 def seed(database: Any, tenant_id: str, endpoint_id: str, events: int, attempts_per_event: int) -> float:
     """Old, finished events, deliveries and attempts in three ``INSERT … SELECT`` statements; seconds taken."""
-    from webhooks.storage.ids import _encode
-
     started = time.monotonic()
     then = datetime.now(timezone.utc).replace(tzinfo=None) - SEED_AGE
     head = _encode(int(then.replace(tzinfo=timezone.utc).timestamp() * 1000), 10)
@@ -160,28 +161,12 @@ def purge_passes(log_text: str) -> tuple[int, float]:
     return len(stamps), (stamps[-1] - stamps[0]).total_seconds() if stamps else 0.0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=250_000)
-    parser.add_argument("--attempts-per-event", type=int, default=4)
-    parser.add_argument("--rate", type=float, default=100.0, help="events ingested per second")
-    parser.add_argument("--baseline", type=float, default=60.0, help="seconds of ingestion without the purge")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="give up on the purge after this long")
-    args = parser.parse_args()
-
-    import pika
-
-    from app import create_app
-    from webhooks.storage import db
-    from webhooks.cli import create_tenant, migrate
-    from webhooks.config import Settings
-    from webhooks.storage.models import Attempt, Delivery, Event
-    from webhooks.messaging.brokers import connect
-
+def retention(context: Context, deadline: Deadline) -> Results:
+    """Seed old rows, ingest at a steady rate, run the clock without and then with the purge."""
+    args = context.args
+    events = args.events or 250_000
     name = f"bench_retention_{os.getpid()}"
-    pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    pg_admin(f'CREATE DATABASE "{name}"')
-    database_url = f"{PG_ADMIN.rsplit('/', 1)[0]}/{name}"
+    database_url = fresh_database(name)
     env = {"DATABASE_URL": database_url, "AMQP_URL": AMQP_URL, "QUEUE_PREFIX": name, "ALLOW_PRIVATE_TARGETS": "1",
            "SECRET_KEY": secrets.token_hex(16)}
     settings = Settings.from_env(env=env)
@@ -203,19 +188,19 @@ def main() -> int:
         assert response.status_code == 201, response.json
         endpoint_id = response.json["id"]
 
-        seeded_in = seed(database, tenant["id"], endpoint_id, args.events, args.attempts_per_event)
+        seeded_in = seed(database, tenant["id"], endpoint_id, events, args.attempts_per_event)
         attempts = Attempt.select().count()
         size = database.execute_sql("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
-        print(f"seeded {args.events:,} events, {args.events:,} deliveries, {attempts:,} attempts "
+        print(f"seeded {events:,} events, {events:,} deliveries, {attempts:,} attempts "
               f"in {seeded_in:.1f}s (database {size})", flush=True)
         db.database.close()
 
-        ingest = Ingest(client, tenant["api_key"], args.rate)
+        ingest = Ingest(client, tenant["api_key"], args.retention_rate)
         ingest.thread.start()
         clock = start_clock(env, 3650, clock_log)
         time.sleep(5)
         ingest.phase = "baseline"
-        time.sleep(args.baseline)
+        time.sleep(args.retention_baseline)
         stop_clock(clock)
 
         cutoff = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=30)
@@ -227,8 +212,8 @@ def main() -> int:
                 oldest = Event.select(Event.created_at).order_by(Event.created_at).limit(1).scalar()
             if oldest is None or oldest > cutoff:
                 break
-            if time.monotonic() - started > args.timeout:
-                raise SystemExit(f"the purge did not finish within {args.timeout:g}s")
+            if time.monotonic() - started > args.retention_timeout:
+                raise ScenarioTimeout(f"the purge did not finish within {args.retention_timeout:g}s")
             time.sleep(0.5)
         purge_seconds = time.monotonic() - started
         ingest.phase = "after"
@@ -245,23 +230,23 @@ def main() -> int:
                     "deliveries": Delivery.select().where(Delivery.created_at < cutoff).count(),
                     "attempts": Attempt.select().where(Attempt.started_at < cutoff).count()}
             kept = Event.select().where(Event.id.in_(ingest.ids)).count()
-        purged_rows = args.events * (2 + args.attempts_per_event)
+        purged_rows = events * (2 + args.attempts_per_event)
         result = {
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
-            "seeded": {"events": args.events, "attempts": attempts, "seconds": round(seeded_in, 1), "database": size},
+            "seeded": {"events": events, "attempts": attempts, "seconds": round(seeded_in, 1), "database": size},
             "purge": {"seconds": round(purge_seconds, 1), "clock_passes": passes,
-                      "first_to_last_pass_s": round(first_to_last, 1), "events_per_s": round(args.events / purge_seconds),
+                      "first_to_last_pass_s": round(first_to_last, 1), "events_per_s": round(events / purge_seconds),
                       "attempts_per_s": round(attempts / purge_seconds), "rows_per_s": round(purged_rows / purge_seconds)},
-            "ingest_rate": args.rate,
+            "ingest_rate": args.retention_rate,
             "ingest": {phase: summary(values) for phase, values in ingest.latencies.items() if phase != "warmup"},
             "ingest_errors": ingest.errors,
             "left_after_purge": left,
             "ingested_kept": f"{kept}/{len(ingest.ids)}",
             "clock_errors": [line for line in log_text.splitlines() if "Traceback" in line or "ERROR" in line][:5],
         }
-        print(json.dumps(result, indent=2))
-        return 0 if not any(left.values()) and kept == len(ingest.ids) and not ingest.errors else 1
+        result["checks_passed"] = not any(left.values()) and kept == len(ingest.ids) and not ingest.errors
+        return result
     finally:
         if ingest is not None:
             ingest.stop.set()
@@ -271,12 +256,33 @@ def main() -> int:
             db.database.close()
         if hasattr(db.database.obj, "close_all"):
             db.database.obj.close_all()
-        connection = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+        connection = amqp_connection()
         settings.topology.delete(connection.channel())
         connection.close()
-        pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(name)
         shutil.rmtree(clock_log.parent, ignore_errors=True)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("step retention (--events: seeded events, default 250,000)")
+    group.add_argument("--attempts-per-event", type=int, default=4)
+    group.add_argument("--retention-rate", type=float, default=100.0, help="events ingested per second")
+    group.add_argument("--retention-baseline", type=float, default=60.0,
+                       help="seconds of ingestion without the purge")
+    group.add_argument("--retention-timeout", type=float, default=1800.0, help="give up on the purge after this long")
+
+
+def section(r: dict[str, Any], add: Add) -> None:
+    step = r.get("retention")
+    if not heading(add, "Retention purge during ingestion (`--only retention`)", step):
+        return
+    figures = {key: value for key, value in step.items() if key not in ("status", "wall_seconds")}
+    add("```json")
+    add(json.dumps(figures, indent=2))
+    add("```")
+    add("")
+
+
+STEP = Step("retention", "retention purge during ingestion", retention,
+            lambda context: context.args.retention_timeout + context.args.retention_baseline + 3600, (section,),
+            full_run=False, add_arguments=add_arguments)

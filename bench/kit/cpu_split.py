@@ -11,12 +11,17 @@ show it).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
-from bench.stats import WARMUP, steady_window
+from bench.kit.stats import WARMUP, steady_window
+
+#: Clock ticks per second, the unit of ``/proc/<pid>/stat``'s CPU times.
+TICKS = os.sysconf("SC_CLK_TCK")
 
 #: The roles, in the order the report lists them.
 ROLES = ("worker", "postgresql", "rabbitmq", "receiver", "web", "clock", "bench", "other")
@@ -38,7 +43,7 @@ def role_of(name: str, cmdline: Sequence[str]) -> str:
         return "clock"
     if "gunicorn" in command:
         return "web"
-    if "bench/receiver.py" in command:
+    if "bench.kit.receiver" in command:
         return "receiver"
     if "bench" in command:
         return "bench"  # the harness and its load generators
@@ -122,3 +127,14 @@ def describe(cpu: dict[str, Any]) -> str:
     parts = [f"{role} {per[role]:.3f}" for role in ROLES if per.get(role, 0.0) >= 0.0005]
     return (f"CPU per delivery (ms): {', '.join(parts)}; {cpu['total_ms']:.3f} in all; "
             f"{cpu['busy_cores']:.2f} of {cpu['cores']} cores busy")
+
+
+def process_cpu_seconds(pid: int, system_only: bool = False, children: bool = False) -> float:
+    """User and system CPU time of one process so far (0 if it is gone): its system time only, or with
+    ``children`` that of its reaped children too."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    kinds = (12,) if system_only else (11, 12, 13, 14) if children else (11, 12)
+    return sum(int(fields[kind]) for kind in kinds) / TICKS

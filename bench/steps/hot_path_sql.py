@@ -1,37 +1,34 @@
-"""PostgreSQL's CPU per attempt on the worker's hot path: the claim and the record, in-process.
-
-Usage: ``python bench/hot_path_sql.py [--deliveries 20000] [--batch 128] [--indexes-before-0013]``
+"""Step ``hot_path_sql`` (only with ``--only hot_path_sql``): PostgreSQL's CPU per attempt on the worker's hot
+path, the claim and the record, in this process.
 
 A fresh database migrated to the latest schema gets one tenant, one endpoint and
-``--deliveries`` pending deliveries. Then, one batch at a time as a worker does, the
-deliveries are claimed (``claims.claim_many``) and their successful attempts recorded
-(``records.record_many``). The figure is the CPU time of the PostgreSQL backend serving
-that connection, per attempt: it does not move with the other processes on the machine
-the way a rate does. ``--indexes-before-0013`` first puts back the indexes migration
-0013 dropped, to compare the two schemas on the same machine.
+``--deliveries`` pending deliveries. Then, one batch of ``--claim-batch`` at a time as a worker
+does, the deliveries are claimed (``claims.claim_many``) and their successful attempts recorded
+(``records.record_many``). The figure is the CPU time of the PostgreSQL backend serving that
+connection, per attempt: it does not move with the other processes on the machine the way a rate
+does. ``--indexes-before-0013`` first puts back the indexes migration 0013 dropped, to compare
+the two schemas on the same machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
+from typing import Any
 
-import psutil
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.local import PG_ADMIN, pg_admin  # noqa: E402
-from webhooks.cli import migrate  # noqa: E402
-from webhooks.delivery.claims import ClaimState, claim_many  # noqa: E402
-from webhooks.delivery.records import Outcome, record_many  # noqa: E402
-from webhooks.messaging.messages import DeliveryMessage  # noqa: E402
-from webhooks.storage import db  # noqa: E402
-from webhooks.storage.ids import new_id  # noqa: E402
-from webhooks.storage.models import Delivery, Endpoint, Event, Tenant  # noqa: E402
-from webhooks.storage.timeutil import utcnow  # noqa: E402
+from bench.kit.markdown import Add, heading
+from bench.kit.procs import Deadline
+from bench.kit.services import drop_database, fresh_database
+from bench.kit.step import Context, Results, Step
+from webhooks.cli import migrate
+from webhooks.delivery.claims import ClaimState, claim_many
+from webhooks.delivery.records import Outcome, record_many
+from webhooks.messaging.messages import DeliveryMessage
+from webhooks.storage import db
+from webhooks.storage.ids import new_id
+from webhooks.storage.models import Delivery, Endpoint, Event, Tenant
+from webhooks.storage.timeutil import utcnow
 
 #: The indexes migration 0013 dropped: (table, name, columns).
 BEFORE_0013 = (
@@ -79,17 +76,14 @@ def _outcome(message: DeliveryMessage) -> Outcome:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--deliveries", type=int, default=20_000)
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--indexes-before-0013", action="store_true")
-    args = parser.parse_args()
+def hot_path_sql(context: Context, deadline: Deadline) -> Results:
+    """Claim and record the seeded deliveries one batch at a time; the backend's CPU per attempt."""
+    import psutil  # the benchmark's own virtualenv has it; the service's, where the tests import this, need not
 
+    args = context.args
     name = f"bench_hot_path_{os.getpid()}"
-    pg_admin(f'CREATE DATABASE "{name}"')
     try:
-        db.init_database(PG_ADMIN.rsplit("/", 1)[0] + "/" + name)
+        db.init_database(fresh_database(name))
         migrate()
         if args.indexes_before_0013:
             for table, index, columns in BEFORE_0013:
@@ -97,8 +91,8 @@ def main() -> None:
         messages = _seed(args.deliveries)
         backend = psutil.Process(db.database.execute_sql("SELECT pg_backend_pid()").fetchone()[0])
         before, started = backend.cpu_times(), time.perf_counter()
-        for start in range(0, len(messages), args.batch):
-            batch = messages[start:start + args.batch]
+        for start in range(0, len(messages), args.claim_batch):
+            batch = messages[start:start + args.claim_batch]
             claims = claim_many(batch, 20.0)
             assert all(claim.state is ClaimState.CLAIMED for claim in claims), "every attempt is claimed"
             assert all(record_many([(m, _outcome(m)) for m in batch], 5)), "every attempt is recorded"
@@ -106,12 +100,29 @@ def main() -> None:
         cpu = (after.user + after.system) - (before.user + before.system)
         attempts = db.database.execute_sql("SELECT count(*) FROM attempt").fetchone()[0]
         schema = "indexes before 0013" if args.indexes_before_0013 else "latest schema"
-        print(f"{schema}: {attempts} attempts in batches of {args.batch}: PostgreSQL backend "
-              f"{1000 * cpu / attempts:.3f} ms CPU per attempt; {attempts / elapsed:,.0f} attempts/s in one thread")
+        return {"schema": schema, "attempts": attempts, "batch": args.claim_batch,
+                "backend_cpu_ms_per_attempt": 1000 * cpu / attempts, "attempts_per_s": attempts / elapsed}
     finally:
         db.database.obj.close_all()
-        pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(name)
 
 
-if __name__ == "__main__":
-    main()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("step hot_path_sql")
+    group.add_argument("--deliveries", type=int, default=20_000)
+    group.add_argument("--claim-batch", type=int, default=128, help="deliveries claimed and recorded at a time")
+    group.add_argument("--indexes-before-0013", action="store_true")
+
+
+def section(r: dict[str, Any], add: Add) -> None:
+    step = r.get("hot_path_sql")
+    if not heading(add, "PostgreSQL's CPU per attempt on the hot path (`--only hot_path_sql`)", step):
+        return
+    add(f"{step['schema']}: {step['attempts']} attempts in batches of {step['batch']}: PostgreSQL backend "
+        f"{step['backend_cpu_ms_per_attempt']:.3f} ms CPU per attempt; {step['attempts_per_s']:,.0f} attempts/s in one "
+        "thread")
+    add("")
+
+
+STEP = Step("hot_path_sql", "PostgreSQL's CPU per attempt on the hot path", hot_path_sql, lambda context: 600,
+            (section,), full_run=False, add_arguments=add_arguments)
