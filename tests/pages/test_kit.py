@@ -178,3 +178,15 @@ def test_a_next_with_cr_or_lf_goes_to_the_overview_instead(client: FlaskClient) 
 
     assert response.status_code == 303 and response.headers["Location"] == "/console/"
     assert again.status_code == 302 and again.headers["Location"] == "/console/"
+
+
+def test_a_site_shown_in_other_sites_frames_gets_a_cookie_browsers_send_there(app: Flask, client: FlaskClient) -> None:
+    from dataclasses import replace
+
+    app.extensions["webhooks.pages"]["demo"] = replace(DEMO, cookie_samesite="None")
+    token = csrf_of(client.get("/demo/").get_data(as_text=True))
+
+    started = client.post("/demo/sign-in", data={"csrf_token": token})
+
+    cookie = next(value for value in started.headers.getlist("Set-Cookie") if value.startswith("demo_session="))
+    assert "SameSite=None" in cookie and "; Secure" in cookie and "Partitioned" in cookie  # even over plain HTTP

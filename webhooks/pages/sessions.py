@@ -91,8 +91,10 @@ def write_cookie(site: Site, response: Response, path: str) -> None:
     if pending is None:
         return
     token, expires = pending
-    response.set_cookie(  # SameSite=None is refused by browsers without Secure
+    embedded = site.cookie_samesite == "None"  # a site shown in other sites' frames (the portal)
+    response.set_cookie(
         site.cookie_name, token, expires=expires if token else 0, path=path,
-        secure=secure_cookies() or site.cookie_samesite == "None",
+        secure=secure_cookies() or embedded,  # browsers refuse SameSite=None without Secure
         httponly=True, samesite=site.cookie_samesite,
+        partitioned=embedded,  # kept per embedding site (CHIPS), where third-party cookies are blocked
     )

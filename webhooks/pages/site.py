@@ -105,7 +105,8 @@ class Site:
 
     ``name`` is the blueprint's name (``console``), ``home`` the endpoint its brand links to,
     ``frame_ancestors`` the origins that may show it in a frame (none: ``'none'``), and the
-    session cookie's name, lifetime and SameSite (``Lax``; an embedded portal needs ``None``).
+    session cookie's name, lifetime and SameSite (``Lax``; a site shown in other sites' frames
+    needs ``None``, and then gets a ``Secure``, ``Partitioned`` cookie).
     """
 
     name: str
