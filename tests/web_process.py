@@ -58,14 +58,15 @@ class WebProcesses:
         self.running: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
 
-    def start(self, settings: Settings, **env: str) -> str:
-        """Start one with ``settings`` and ``env`` (``GATE_TENANT`` and ``GATE_PORT`` at least); its URL."""
+    def start(self, settings: Settings, app: str = "tests.gated_app:create_app()", **env: str) -> str:
+        """Start one serving ``app`` with ``settings`` and ``env`` (for ``tests.gated_app``, ``GATE_TENANT``
+        and ``GATE_PORT`` at least); its URL."""
         port = unused_port()
         environment = {**settings_env(settings), "BIND": f"127.0.0.1:{port}", **env}
         log = self.log_dir / f"gunicorn-{len(self.running)}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf", "tests.gated_app:create_app()"],
+                [sys.executable, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf", app],
                 cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT,
             )
         self.running.append(process)

@@ -1,4 +1,5 @@
-"""The HTTP layer: the flask-smorest Api, its blueprints, the bearer scheme, JSON for every error.
+"""The HTTP layer: the flask-smorest Api, its blueprints, the bearer scheme, JSON for every error,
+and the security headers on every response (``webhooks.pages.headers``).
 
 Every error body has flask-smorest's shape ``{"code", "status", "message"?, "errors"?}``,
 including routing errors (404, 405), oversized bodies (413) and unexpected failures (500).
@@ -25,6 +26,7 @@ from webhooks.actions import BrokerUnavailable
 from webhooks.ingest.accept import RateLimited
 from webhooks.api import fast_ingest, register_blueprints
 from webhooks.api.error_docs import ErrorResponsesPlugin, document_too_many_requests
+from webhooks.pages.headers import SecurityHeaders
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ def init_web(app: Flask) -> None:
     app.register_blueprint(metrics.blueprint)
     app.before_request(reject_oversized_body)
     fast_ingest.install(app)
+    app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]  # outermost: it only adds headers
 
     def http_error(error: HTTPException) -> ErrorResponse:
         payload, code, headers = api.handle_http_exception(error)

@@ -45,8 +45,10 @@ def exchange(url: str, request: bytes, timeout: float = 10.0) -> bytes:
 
 
 def json_error(answer: bytes) -> tuple[int, dict[str, object]]:
+    """The status and JSON body of an answer the server gave itself (with the app's security headers)."""
     head, _, body = answer.partition(b"\r\n\r\n")
     assert b"content-type: application/json" in head.lower()
+    assert b"x-content-type-options: nosniff" in head.lower() and b"content-security-policy: " in head.lower()
     return int(head.split(b" ")[1]), json.loads(body)
 
 

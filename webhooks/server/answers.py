@@ -1,4 +1,5 @@
-"""The answers the web server gives itself, before or instead of the app: JSON like every API error.
+"""The answers the web server gives itself, before or instead of the app: JSON like every API error,
+with the security headers every answer of the app carries.
 
 The app answers errors as ``{"code", "status", "message"}`` (``webhooks.web``); the server
 answers a request it refuses (too large, too slow, too many waiting) or one gunicorn's
@@ -15,6 +16,8 @@ from typing import Any, Iterable
 
 from gunicorn.http import errors as http_errors
 
+from webhooks.pages.headers import COMMON, CSP, NOTHING_POLICY
+
 #: gunicorn's parser errors answered with another status than 400.
 PARSER_STATUS: tuple[tuple[type[Exception], int], ...] = (
     (http_errors.LimitRequestHeaders, 431),
@@ -23,6 +26,9 @@ PARSER_STATUS: tuple[tuple[type[Exception], int], ...] = (
     (http_errors.ExpectationFailed, 417),
     (http_errors.ForbiddenProxyRequest, 403),
 )
+
+#: The security headers the app's own JSON answers get (``webhooks.pages.headers.SecurityHeaders``).
+SECURITY_HEADERS = {CSP: NOTHING_POLICY, "X-Frame-Options": "DENY", **COMMON}
 
 #: Parser errors that are the app's fault (a header it tried to send), not the client's.
 APP_ERRORS = (http_errors.InvalidResponseHeader, http_errors.InvalidResponseHeaderName, http_errors.ConfigurationProblem)
@@ -33,7 +39,7 @@ def error_answer(status: int, message: str, headers: Iterable[tuple[str, str]] =
     phrase = HTTPStatus(status).phrase
     body = json.dumps({"code": status, "status": phrase, "message": message}).encode()
     lines = [f"HTTP/1.1 {status} {phrase}", "Content-Type: application/json", f"Content-Length: {len(body)}",
-             "Connection: close", *(f"{name}: {value}" for name, value in headers)]
+             "Connection: close", *(f"{name}: {value}" for name, value in [*headers, *SECURITY_HEADERS.items()])]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
