@@ -134,6 +134,21 @@ def test_the_time_a_request_ran_counts_towards_its_pace() -> None:
     assert drain(turns) == ["f1"]
 
 
+def test_a_client_whose_pace_is_paid_for_but_at_its_share_is_not_due_again_and_again() -> None:
+    """The server's loop waits until ``next_due``: a time already passed would wake it at once, for ever."""
+    clock = Clock()
+    turns: ClientTurns[str] = ClientTurns(threads=8, share_alone=1, max_waiting=0, shared_rate=100.0, clock=clock)
+    for n in range(3):
+        turns.put("flood", f"f{n}")
+    turns.put("quiet", "q0")
+    assert drain(turns) == ["f0", "q0"]
+    turns.done("flood", cost=10, started=clock.now)
+    clock.now += 0.1
+    assert drain(turns) == ["f1"]  # paid for, and running again: at its share, with f2 waiting
+
+    assert turns.next_due() is None  # f2 goes when f1 ends, not at a time to wake for
+
+
 def test_a_client_alone_is_not_paced() -> None:
     clock = Clock()
     turns: ClientTurns[str] = ClientTurns(threads=8, share_alone=1, max_waiting=0, shared_rate=100.0, clock=clock)

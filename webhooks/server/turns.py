@@ -120,9 +120,12 @@ class ClientTurns(Generic[T]):
             self._enter_ring(client)
 
     def next_due(self) -> float | None:
-        """When the earliest client held back by its pace may run again (None: nobody is held back)."""
+        """When the earliest client held back by its pace may run again (None: nobody is held back).
+
+        Only times still to come: a client whose pace is paid for goes when a thread, or its
+        share, frees (the server's loop must not wake at once, again and again, for it)."""
         now = self._clock()
-        for client in [c for c, at in self._not_before.items() if at <= now and c not in self._running]:
+        for client in [c for c, at in self._not_before.items() if at <= now]:
             del self._not_before[client]  # paid for: nothing to keep of it
         due = [at for client, at in self._not_before.items() if client in self._waiting]
         return min(due) if due else None
