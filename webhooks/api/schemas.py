@@ -186,6 +186,21 @@ class ConcurrencySchema(Schema):
     in_flight = fields.Integer(metadata={"description": "Calls in flight now."})
 
 
+#: While the endpoint is offline, when it is probed next (``webhooks.health.probes``).
+NEXT_PROBE_AT = UtcDateTime(
+    allow_none=True, attribute="probe_due_at",
+    metadata={"description": "While the endpoint is offline: when it is probed next, with its oldest undelivered "
+                             "delivery (`POST /v1/endpoints/{endpoint_id}/probe` probes it now). Null otherwise."},
+)
+
+#: ``presence.LAST_SUCCESS_RESOLUTION_SECONDS``: a healthy endpoint's row is not written on every success.
+LAST_SUCCESS_AT = UtcDateTime(
+    allow_none=True,
+    metadata={"description": "When an attempt last succeeded. Recorded at most once a minute while the endpoint "
+                             "keeps succeeding, so it can lag the latest success by up to 60 seconds."},
+)
+
+
 class EndpointSchema(Schema):
     id = fields.String()
     url = fields.String()
@@ -202,13 +217,21 @@ class EndpointSchema(Schema):
     consecutive_failures = fields.Integer()
     failing_since = UtcDateTime(allow_none=True)
     offline_since = UtcDateTime(allow_none=True)
-    last_success_at = UtcDateTime(allow_none=True)
+    next_probe_at = NEXT_PROBE_AT
+    last_success_at = LAST_SUCCESS_AT
     parked_count = fields.Integer(metadata={"description": "Deliveries waiting for the endpoint to be back."})
     oldest_parked_at = UtcDateTime(allow_none=True)
     concurrency = fields.Nested(ConcurrencySchema)
     signature_scheme = _scheme_field()
     created_at = UtcDateTime()
     updated_at = UtcDateTime()
+
+
+class ProbeResultSchema(Schema):
+    endpoint_id = fields.String()
+    delivery_id = fields.String(metadata={"description": "The delivery the endpoint is probed with: the oldest it "
+                                                         "is still owed, so what it missed arrives in order."})
+    attempt_no = fields.Integer(metadata={"description": "The probe's attempt number (see the delivery's attempts)."})
 
 
 class HealthChangeSchema(Schema):
@@ -223,7 +246,8 @@ class EndpointHealthSchema(Schema):
     consecutive_failures = fields.Integer()
     failing_since = UtcDateTime(allow_none=True)
     offline_since = UtcDateTime(allow_none=True)
-    last_success_at = UtcDateTime(allow_none=True)
+    next_probe_at = NEXT_PROBE_AT
+    last_success_at = LAST_SUCCESS_AT
     parked_count = fields.Integer()
     oldest_parked_at = UtcDateTime(allow_none=True)
     changes = fields.List(fields.Nested(HealthChangeSchema), metadata={"description": "Newest first, at most 100."})
@@ -274,7 +298,7 @@ class AttemptSchema(Schema):
     event_id = fields.String()
     endpoint_id = fields.String()
     attempt_no = fields.Integer()
-    trigger = fields.String(metadata={"description": "ladder, resend or recover."})
+    trigger = fields.String(metadata={"description": "ladder, resend, recover, or probe (of an offline endpoint)."})
     started_at = UtcDateTime()
     duration_ms = fields.Float()
     url = fields.String()
