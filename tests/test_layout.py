@@ -22,7 +22,7 @@ ORDER = {
     "console": 8,
     "top": 9,  # the entry points: app, web, worker, clock, cli, listen
 }
-HELPERS = {"durations", "logs", "event_types", "tenant_share"}
+HELPERS = {"durations", "logs", "event_types", "tenant_share", "secrecy"}
 SHARED = {"config", "metrics"}
 SERVICES = {"actions", "readiness"}
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -214,3 +216,40 @@ def test_a_threaded_worker_answers_many_tenants_concurrent_requests_as_a_single_
         seqs = sorted(event.seq for event in Event.select(Event.seq).where(Event.tenant == who.id))
         assert seqs == list(range(1, len(seqs) + 1))
         assert IdempotencyKey.select().where(IdempotencyKey.tenant == who.id).count() <= 3  # a key, one event
+
+
+def test_a_stopped_web_process_and_an_oversized_header_log_plain_lines_not_logging_errors(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """gunicorn's own lines print the process id: ``webhooks.logs`` must leave it on the records."""
+    port = unused_port()
+    log = tmp_path / "gunicorn.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf", "app:create_app()"],
+            cwd=ROOT, env={**settings_env(settings), "BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "1"},
+            stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: "Booting worker" in log.read_text() and _answers(f"http://127.0.0.1:{port}/healthz"),
+                   timeout=30)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n")
+            raw.recv(4096)  # gunicorn refuses it (and logs why)
+        process.send_signal(signal.SIGINT)  # Ctrl-C
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = log.read_text()
+    assert "Logging error" not in text and "Traceback" not in text, text
+    assert re.search(r"\[\d+\] \[WARNING\] Invalid request from ip=127.0.0.1: .*limit request headers fields size", text)
+    assert re.search(r"\[\d+\] \[INFO\] Worker exiting \(pid: \d+\)", text), text
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1.0, trust_env=False).status_code in (200, 503)
+    except httpx.HTTPError:
+        return False
