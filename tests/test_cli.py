@@ -116,3 +116,14 @@ def test_key_commands_name_the_tenant_they_acted_on(app: Flask, tenant: SimpleNa
     revoked = json.loads(runner.invoke(args=["tenant", "revoke-key", tenant.id, added["id"]]).output)
 
     assert added["tenant"] == revoked["tenant"] == {"id": tenant.id, "name": "acme"}
+
+
+def test_migrate_says_in_one_line_that_the_database_is_missing_and_how_to_create_it(make_app) -> None:
+    app = make_app(database_url="postgresql://postgres:hunter2@127.0.0.1:5432/no_such_database_34")
+
+    result = app.test_cli_runner().invoke(args=["migrate"])
+
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        'Error: database "no_such_database_34" does not exist on PostgreSQL at 127.0.0.1:5432: create it '
+        "(createdb -h 127.0.0.1 -p 5432 -U postgres no_such_database_34), or fix DATABASE_URL"]

@@ -7,6 +7,7 @@ import json
 import re
 
 import click
+import peewee
 from flask import Flask
 from peewee import IntegrityError, fn
 from playhouse.migrations import Runner
@@ -14,6 +15,7 @@ from playhouse.migrations import Runner
 from webhooks.ingest.auth_keys import (
     KeyNotFound, create_api_key, key_info, live_keys, revoke_key, rotate_key, tenant_info,
 )
+from webhooks.storage import db_errors
 from webhooks.storage.db import database, write
 from webhooks.durations import parse_seconds
 from webhooks.storage.ids import new_id
@@ -80,7 +82,10 @@ def init_app(app: Flask) -> None:
     @click.option("--directory", default=MIGRATIONS_DIR, show_default=True)
     def migrate_command(directory: str) -> None:
         """Apply the numbered migrations in migrations/ that have not run yet."""
-        applied = migrate(directory)
+        try:
+            applied = migrate(directory)
+        except peewee.OperationalError as error:  # unreachable or missing: one line, not a driver's traceback
+            raise click.ClickException(db_errors.explain(error, database.obj.webhooks_url)) from None
         click.echo("applied: " + ", ".join(applied) if applied else "database is up to date")
 
     @app.cli.group("tenant")
