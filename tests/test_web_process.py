@@ -7,6 +7,7 @@ requests at once and gives one tenant at most ``TENANT_MAX_CONCURRENT_REQUESTS``
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable, Iterator
@@ -218,10 +220,10 @@ def test_a_threaded_worker_answers_many_tenants_concurrent_requests_as_a_single_
         assert IdempotencyKey.select().where(IdempotencyKey.tenant == who.id).count() <= 3  # a key, one event
 
 
-def test_a_stopped_web_process_and_an_oversized_header_log_plain_lines_not_logging_errors(
-    settings: Settings, tmp_path: Path
-) -> None:
-    """gunicorn's own lines print the process id: ``webhooks.logs`` must leave it on the records."""
+@contextmanager
+def web_process(settings: Settings, tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """The web process as the Procfile runs it (one gunicorn worker), serving ``app:create_app()``:
+    its ``port``, ``process`` and ``log``; killed at the end if it is still running."""
     port = unused_port()
     log = tmp_path / "gunicorn.log"
     with log.open("wb") as out:
@@ -233,19 +235,11 @@ def test_a_stopped_web_process_and_an_oversized_header_log_plain_lines_not_loggi
     try:
         wait_until(lambda: "Booting worker" in log.read_text() and _answers(f"http://127.0.0.1:{port}/healthz"),
                    timeout=30)
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-            raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n")
-            raw.recv(4096)  # gunicorn refuses it (and logs why)
-        process.send_signal(signal.SIGINT)  # Ctrl-C
-        process.wait(timeout=30)
+        yield SimpleNamespace(port=port, process=process, log=log)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    text = log.read_text()
-    assert "Logging error" not in text and "Traceback" not in text, text
-    assert re.search(r"\[\d+\] \[WARNING\] Invalid request from ip=127.0.0.1: .*limit request headers fields size", text)
-    assert re.search(r"\[\d+\] \[INFO\] Worker exiting \(pid: \d+\)", text), text
 
 
 def _answers(url: str) -> bool:
@@ -253,3 +247,47 @@ def _answers(url: str) -> bool:
         return httpx.get(url, timeout=1.0, trust_env=False).status_code in (200, 503)
     except httpx.HTTPError:
         return False
+
+
+def test_a_stopped_web_process_and_an_oversized_header_log_plain_lines_not_logging_errors(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """gunicorn's own lines print the process id: ``webhooks.logs`` must leave it on the records."""
+    with web_process(settings, tmp_path) as web:
+        with socket.create_connection(("127.0.0.1", web.port), timeout=10) as raw:
+            raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n")
+            raw.recv(4096)  # gunicorn refuses it (and logs why)
+        web.process.send_signal(signal.SIGINT)  # Ctrl-C
+        web.process.wait(timeout=30)
+    text = web.log.read_text()
+    assert "Logging error" not in text and "Traceback" not in text, text
+    assert re.search(r"\[\d+\] \[WARNING\] Invalid request from ip=127.0.0.1: .*limit request headers fields size", text)
+    assert re.search(r"\[\d+\] \[INFO\] Worker exiting \(pid: \d+\)", text), text
+
+
+def test_an_oversized_body_is_a_413_whether_it_has_a_length_or_is_sent_chunked(
+    settings: Settings, tenant: SimpleNamespace, tmp_path: Path
+) -> None:
+    limit = settings.max_body_bytes
+    oversized = json.dumps({"event_type": "order.created", "payload": {"note": "x" * limit}}).encode()
+    at_the_limit = json.dumps({"event_type": "order.created", "payload": {"note": ""}}).encode()
+    at_the_limit = at_the_limit.replace(b'""', b'"' + b"y" * (limit - len(at_the_limit)) + b'"')
+    assert len(at_the_limit) == limit
+    headers = {"Authorization": f"Bearer {tenant.api_key}", "content-type": "application/json"}
+
+    def chunked(body: bytes) -> Iterator[bytes]:  # an iterator: httpx sends it with Transfer-Encoding: chunked
+        for start in range(0, len(body), 10_000):
+            yield body[start:start + 10_000]
+
+    with web_process(settings, tmp_path) as web, httpx.Client(base_url=f"http://127.0.0.1:{web.port}",
+                                                            trust_env=False, timeout=30) as http:
+        with_length = http.post("/v1/events", content=oversized, headers=headers)
+        sent_chunked = http.post("/v1/events", content=chunked(oversized), headers=headers)
+        chunked_at_the_limit = http.post("/v1/events", content=chunked(at_the_limit), headers=headers)
+
+    message = f"request body too large: at most {limit} bytes"
+    assert (with_length.status_code, with_length.json()["message"]) == (413, message)
+    assert (sent_chunked.status_code, sent_chunked.json()["message"]) == (413, message)
+    assert sent_chunked.request.headers["transfer-encoding"] == "chunked"
+    assert chunked_at_the_limit.status_code == 202  # exactly the limit is allowed
+    assert Event.select().count() == 1

@@ -28,8 +28,8 @@ class EndpointCreateSchema(Schema):
         required=True,
         validate=[
             validate.Length(1, MAX_URL_LENGTH),
+            parses_as_url,  # the specific reason first (a 422 shows each field's first)
             validate.Regexp(URL_PATTERN, error="must be an http:// or https:// URL with a host name or IP address"),
-            parses_as_url,
         ],
         metadata={"description": "Where events are POSTed: `http://` or `https://`, a host name or IP address, "
                                  "an optional port and path (printable ASCII; percent-encode the rest)."},
