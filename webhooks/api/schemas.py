@@ -10,14 +10,15 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.api.fields import (
     DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, MAX_EVENT_TYPES, MAX_METADATA_KEYS, MAX_PAGE_SIZE, MAX_SEQ,
-    MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, StrictBoolean, UtcDateTime, cursor_field, parses_as_url, unique,
-    valid_secret,
+    MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, StrictBoolean, UtcDateTime, cursor_field, id_pattern, parses_as_url,
+    unique, valid_secret,
 )
 from webhooks.delivery.netguard import URL_PATTERN
 from webhooks.delivery.signing import SCHEMES, public_key, scheme_of, shared_secret
 from webhooks.durations import parse_seconds, pattern_up_to
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.health.presence import health_of
+from webhooks.storage.statuses import DELIVERY_STATUSES
 
 
 # --- requests ---------------------------------------------------------------------------
@@ -154,6 +155,19 @@ class EndpointListArgsSchema(Schema):
 
 class AttemptListArgsSchema(EndpointListArgsSchema):
     cursor = cursor_field("att")
+
+
+class DeliveryListArgsSchema(EndpointListArgsSchema):
+    cursor = cursor_field("dlv")
+    status = fields.String(
+        validate=validate.OneOf(DELIVERY_STATUSES, error="must be one of: {choices}"),
+        metadata={"description": "Only deliveries with this status: `failed` lists what exhausted its retries."},
+    )
+    endpoint_id = fields.String(
+        validate=validate.Regexp(id_pattern("ep"), error="must be an endpoint id (ep_ and 26 letters and digits)"),
+        metadata={"description": "Only deliveries to this endpoint."},
+    )
+    since = UtcDateTime(metadata={"description": "Only deliveries created at or after this time (ISO 8601)."})
 
 
 class EventListArgsSchema(Schema):
@@ -355,6 +369,12 @@ class EventPageSchema(Schema):
 
 class EndpointPageSchema(Schema):
     data = fields.List(fields.Nested(EndpointSchema))
+    next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
+    has_more = fields.Boolean()
+
+
+class DeliveryPageSchema(Schema):
+    data = fields.List(fields.Nested(DeliverySchema))
     next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
     has_more = fields.Boolean()
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+#: Every status a delivery can have (decision 11).
+DELIVERY_STATUSES = ("pending", "retrying", "parked", "delivered", "failed", "cancelled")
+
 #: Statuses a ladder attempt may act on: the ladder is running.
 LADDER_STATUSES = ("pending", "retrying")
 
