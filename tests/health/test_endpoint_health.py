@@ -73,7 +73,7 @@ def test_a_down_endpoint_goes_offline_parks_the_rest_and_gets_everything_in_orde
         switch, receiver, endpoint, events = down.switch, down.receiver, down.endpoint, down.events
         calls_while_down = len(receiver.requests)
         time.sleep(1.5)
-        # Only the probe keeps knocking: 5 failures, what was in flight, and probe retries.
+        # Only probes knock now: 5 failures, what was in flight, and a probe (the first comes 5 s after).
         assert calls_while_down <= settings.offline_after_failures + settings.endpoint_max_in_flight + 2
         assert len(receiver.requests) <= calls_while_down + 2
 

@@ -207,6 +207,27 @@ def test_probes_do_not_use_up_the_ladder_and_the_first_parked_delivery_arrives_w
     assert Endpoint.get_by_id(endpoint_id).health == "recovering"  # the paced release of the rest starts
 
 
+def test_a_pass_probes_a_bounded_number_of_endpoints_the_most_overdue_first(
+    tenant: SimpleNamespace, make_settings: Any, sim: SimClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(probe_interval="5s,3m")
+    endpoints = []
+    for _ in range(3):  # one after the other (each set aside meanwhile: events go to every endpoint)
+        endpoints.append(offline_endpoint(tenant, settings, sim)[0])
+        Endpoint.update(deleted_at=sim.now).where(Endpoint.id == endpoints[-1]).execute()
+        sim.at(sim.now + timedelta(seconds=1))
+    Endpoint.update(deleted_at=None).execute()
+    monkeypatch.setattr(probes, "PROBES_PER_PASS", 2)
+    publisher = RecordingPublisher()
+    sim.at(sim.now + timedelta(seconds=10))
+
+    first = probes.probe_due(publisher, settings.topology, settings.probe_interval)
+    second = probes.probe_due(publisher, settings.topology, settings.probe_interval)
+
+    assert (first, second) == (2, 1)
+    assert [message.endpoint_id for message in publisher.messages] == endpoints  # oldest outage first
+
+
 def wait_after_return(tenant: SimpleNamespace, settings: Settings, sim: SimClock, outage: float,
                       rng: random.Random) -> float:
     """One outage of about ``outage`` seconds: the seconds from the receiver being back to its
@@ -290,6 +311,8 @@ def test_try_now_is_refused_with_the_reason_unless_the_endpoint_is_offline(
     assert nothing_owed.status_code == 409 and "no delivery to probe it with" in nothing_owed.get_json()["message"]
     assert disabled.status_code == 409 and "enable it" in disabled.get_json()["message"]
     assert client.post(url, headers=auth(other_tenant)).status_code == 404
+    documented = client.get("/openapi.json").json["paths"]["/v1/endpoints/{endpoint_id}/probe"]["post"]
+    assert {"202", "404", "409", "503"} <= set(documented["responses"]) and "Try now" in documented["summary"]
 
 
 def test_try_now_queues_a_probe_of_the_oldest_undelivered_delivery_and_records_who_asked(

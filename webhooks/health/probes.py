@@ -22,6 +22,8 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+from peewee import fn
+
 from webhooks.config import ProbeInterval
 from webhooks.health import presence
 from webhooks.health.recovery import live, oldest_of
@@ -92,9 +94,9 @@ def take_probe(endpoint_id: str, interval: ProbeInterval, *, due_only: bool) -> 
         reason = why_not_probed(endpoint)
         if reason is not None:
             raise NotProbed(reason)
-        now = utcnow()
-        if due_only and due_at(endpoint, interval) > now:
-            raise NotProbed(f"endpoint {endpoint_id} is not due for a probe before {endpoint.next_probe_at}")
+        now, due = utcnow(), due_at(endpoint, interval)
+        if due_only and due is not None and due > now:
+            raise NotProbed(f"endpoint {endpoint_id} is not due for a probe before {due}")
         target = oldest_of(endpoint_id, PROBE_STATUSES)  # the oldest: what it missed arrives in order
         if target is None and not due_only:
             raise NotProbed(f"endpoint {endpoint_id} has no delivery to probe it with: it is probed with the "
@@ -109,13 +111,23 @@ def take_probe(endpoint_id: str, interval: ProbeInterval, *, due_only: bool) -> 
     return message_for(target, target.event, trigger="probe")
 
 
+#: At most this many endpoints are probed per pass of the clock's job (the most overdue first),
+#: so that a thousand endpoints going offline at once do not hold up the clock's other jobs.
+PROBES_PER_PASS = 500
+
+
 @retrying
 def probe_due(publisher: Publisher, topology: Topology, interval: ProbeInterval) -> int:
-    """The clock's job: probe every offline endpoint whose probe is due; returns how many were probed."""
+    """The clock's job: probe the offline endpoints whose probe is due; returns how many were probed."""
     now = utcnow()
-    due = Endpoint.select(Endpoint.id).where(live(presence.OFFLINE) & _due(interval, now)).order_by(Endpoint.next_probe_at)
+    due = (
+        Endpoint.select(Endpoint.id)
+        .where(live(presence.OFFLINE) & _due(interval, now))
+        .order_by(fn.COALESCE(Endpoint.next_probe_at, Endpoint.offline_since), Endpoint.id)
+        .limit(PROBES_PER_PASS)
+    )
     messages: list[DeliveryMessage] = []
-    for (endpoint_id,) in due.tuples():
+    for (endpoint_id,) in list(due.tuples()):
         try:
             messages.append(take_probe(endpoint_id, interval, due_only=True))
         except NotProbed:
