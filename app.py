@@ -24,7 +24,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         OPENAPI_VERSION="3.0.3",
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
-        **site_files.docs_config(),
         JSON_SORT_KEYS=False,
     )
     app.config.update(config)

@@ -37,11 +37,9 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import pika  # noqa: E402
 
-from bench import outcomes  # noqa: E402
-from bench.core import machine  # noqa: E402
-from bench.harness import Sql  # noqa: E402
-from bench.local import free_port, pg_admin  # noqa: E402
-from bench.receiver import start as start_receiver  # noqa: E402
+from bench.kit import outcomes  # noqa: E402
+from bench.kit.receiver import start as start_receiver  # noqa: E402
+from bench.kit.services import Sql, free_port, machine_line, pg_admin  # noqa: E402
 from webhooks.messaging.brokers import connect  # noqa: E402
 from webhooks.config import Settings  # noqa: E402
 
@@ -278,7 +276,7 @@ def main() -> int:
         results = check(run, sender, list(counter.webhook_ids))
     finally:
         teardown(run)
-    print(machine())
+    print(machine_line())
     print(f"command: python bench/chaos.py {' '.join(sys.argv[1:])}")
     for name, value in results.items():
         print(f"{name}: {value:.4f}" if isinstance(value, float) else f"{name}: {value}")

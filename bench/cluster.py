@@ -59,7 +59,7 @@ BOOT_SECONDS = 90.0
 #: dead-lettered message before it sends it again (ms). RabbitMQ's default is 180,000:
 #: when the target queue's leader dies, the messages it had not confirmed (every retry
 #: leaving a waiting tier at that moment) wait three minutes. Set in ``advanced.config``
-#: only (there is no ``rabbitmq.conf`` key); the README recommends the same in production.
+#: only (there is no ``rabbitmq.conf`` key); docs/operating.md recommends the same in production.
 DLX_CONFIRM_TIMEOUT_MS = 5000
 
 

@@ -6,7 +6,7 @@ Usage: ``python bench/failover.py [--rate 200] [--seconds 300] [--down 45] [--qu
 Starts a 3-node RabbitMQ cluster (``bench/cluster.py``) and, on a fresh PostgreSQL
 database, the service the Procfile's way with ``AMQP_URL`` listing the three nodes:
 ``gunicorn`` with 2 web processes, 2 workers and the clock, on a short ladder
-(``1s,2s,4s``). Four endpoints on a local receiver (``bench/receiver.py``), each for one
+(``1s,2s,4s``). Four endpoints on a local receiver (``bench/kit/receiver.py``), each for one
 of four event types, so each event is one delivery: two always answer 200, two are
 ``/flaky`` (they fail a deterministic part of the requests: the ladder's tiers are used and
 an eighth of their deliveries end in the dead-letter queue). A client posts events at
@@ -42,13 +42,14 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import harness, outcomes  # noqa: E402
 from bench.cluster import DLX_CONFIRM_TIMEOUT_MS, Cluster, free_base_port  # noqa: E402
-from bench.core import machine  # noqa: E402
-from bench.harness import CLEANUP, Deadline, Receiver, log  # noqa: E402
-from bench.stats import percentile  # noqa: E402
-from bench.receiver import FLAKY_PREFIX, flaky_failures  # noqa: E402
-from bench.stack import ServiceStack  # noqa: E402
+from bench.kit import outcomes  # noqa: E402
+from bench.kit.procs import CLEANUP, Deadline, install_exit_handlers, log  # noqa: E402
+from bench.kit.receiver import FLAKY_PREFIX, flaky_failures  # noqa: E402
+from bench.kit.receiver_process import Receiver  # noqa: E402
+from bench.kit.services import machine_line, postgres_version  # noqa: E402
+from bench.kit.stack import ServiceStack  # noqa: E402
+from bench.kit.stats import percentile  # noqa: E402
 from webhooks.messaging.brokers import connect  # noqa: E402
 
 #: The ladder of the run: short, so retries and dead letters happen within the run.
@@ -292,7 +293,7 @@ def main() -> int:
     if args.quick:
         args.rate, args.seconds, args.down, args.settle = 50.0, 60.0, 10.0, 300.0
     kill_at = (args.seconds * 0.15, args.seconds * 0.55)[:args.kills]
-    harness.install_exit_handlers()
+    install_exit_handlers()
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="failover-cluster-")), free_base_port(), name=f"failover-{os.getpid()}",
                       dlx_confirm_timeout_ms=None if args.rabbitmq_defaults else DLX_CONFIRM_TIMEOUT_MS)
     CLEANUP.add("stop the cluster", cluster.stop)
@@ -334,10 +335,10 @@ def main() -> int:
         time.sleep(2)
     time.sleep(2)  # requests still on the wire
     results, checks = analyse(stack, sent, receiver.dump(), faults, load_start)
-    print(machine())
+    print(machine_line())
     print(f"command: python bench/failover.py {' '.join(sys.argv[1:])}")
     print(f"RabbitMQ {cluster.ctl(cluster.nodes[0], 'version').strip()}, 3 nodes, dead-letter confirm timeout "
-          f"{cluster.dlx_confirm_timeout_ms or 180000} ms; PostgreSQL {harness.postgres_version()}")
+          f"{cluster.dlx_confirm_timeout_ms or 180000} ms; PostgreSQL {postgres_version()}")
     print(json.dumps(results, indent=2, default=str))
     return outcomes.verdict("failover", checks)
 

@@ -1,35 +1,46 @@
 """Markdown for ``bench/RESULTS.md``: the generated section between the ``bench:run`` markers.
 
-Only that section is rewritten; whatever else the file holds (hand-written entries)
-stays as it is. Targets are reported as met or not met from the figures measured; a
-step that failed or timed out says so instead of a number.
+Only that section is rewritten; whatever else the file holds (hand-written notes) stays as it
+is. The targets tables come first (reported as met or not met from the figures measured), then
+each step's sections: those of ``SECTIONS`` in that order, then those of any other step the
+run ran, in the order of ``bench.steps.STEPS``. A step that failed or timed out says so instead
+of a number.
 """
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from bench import cpu_split, engine_report, ingest_steps
-from bench.harness import BENCH
-from bench.report_common import floor_rate as _floor_rate
-from bench.report_common import heading as _heading
-from bench.report_common import peer_ratio_row
-from bench.report_common import mib as _mib
-from bench.report_common import n as _n
-from bench.report_common import overrides as _overrides
-from bench.report_common import ok as _ok
-from bench.report_common import service_rate as _service_rate
-from bench.report_common import verdict as _verdict
-from bench.report_common import why as _why
+from bench.kit.markdown import Add, n, ok, service_rate, service_settings_note, verdict, why
+from bench.kit.procs import BENCH
+from bench.steps import STEPS, backlog, flood, ingest, ladder, noisy, peers, receiver, service, slow
+from bench.steps.backlog import memory_stayed_flat
 
 RESULTS = BENCH / "RESULTS.md"
 
-#: Every step of a full run, in the order run.py runs them (the keys of its results).
-STEPS = ("receiver", "peers", "service", "ingest", "noisy", "ladder", "backlog", *engine_report.STEPS)
+#: Every step of a full run, in the order it runs them (the keys of its results).
+FULL_RUN = tuple(step.name for step in STEPS if step.full_run)
 START = "<!-- bench:run:start -->"
 END = "<!-- bench:run:end -->"
+
+#: Target of issue 10 for the latency at 200 events/s (step ``service``).
+LATENCY_P99_MS = 50.0
+
+#: The sections of a full run's steps, in the order the report has always shown them.
+SECTIONS: tuple[Callable[[dict[str, Any], Add], None], ...] = (
+    receiver.section, peers.throughput_section, service.service_section, ingest.section, service.scale_section,
+    noisy.section, ladder.section, backlog.section, slow.table_section, slow.climb_section, slow.inflight_section,
+    flood.section,
+)
+
+
+def sections(r: dict[str, Any]) -> list[Callable[[dict[str, Any], Add], None]]:
+    """``SECTIONS`` (when the run ran any step of a full run), then the sections of every other step the run
+    ran, in the order of ``STEPS``."""
+    others = [section for step in STEPS if step.name in r for section in step.sections if section not in SECTIONS]
+    return [*(SECTIONS if any(name in r for name in FULL_RUN) else ()), *dict.fromkeys(others)]
 
 
 def write_results(markdown: str, path: Path = RESULTS) -> None:
@@ -57,10 +68,12 @@ def publish_plots(source: Path, target: Path = BENCH) -> list[Path]:
 
 
 def render(r: dict[str, Any]) -> str:
+    """The generated section of ``bench/RESULTS.md`` for one run's results."""
     plan = r["plan"]
     out: list[str] = []
     add = out.append
-    kind = "quick run" if plan["quick"] else "full run"
+    ran = [name for name in FULL_RUN if name in r]
+    kind = "partial run" if len(ran) < len(FULL_RUN) else "quick run" if plan["quick"] else "full run"
     add(f"## {r['date']}: `{r['command']}` ({kind}, generated)")
     add("")
     if plan["quick"]:
@@ -71,6 +84,8 @@ def render(r: dict[str, Any]) -> str:
     load = m.get("load_at_start") or (0, 0, 0)
     add(f"- **Command**: `{r['command']}` (took {r['wall_seconds'] / 60:.1f} min; every process's log and the raw "
         "figures in `bench/.logs/`)")
+    if r.get("commit"):
+        add(f"- **Commit**: {r['commit']} (a `+`: with changes not committed)")
     add(f"- **Machine**: {m['cpu']}, {m['cores']} cores, {m['memory_gib']:.1f} GiB; Linux {m['kernel']}"
         f"{', ' + m['os'] if m.get('os') else ''}; load average at start {load[0]:.2f}")
     add(f"- **Versions**: Python {v['python']}, RabbitMQ {v['rabbitmq']}, PostgreSQL {v['postgresql']}, "
@@ -83,7 +98,7 @@ def render(r: dict[str, Any]) -> str:
             f"they differ the bench's pin wins: {', '.join('`' + p + '`' for p in r['overridden_service_pins'])} "
             "(Celery pins `python-dateutil==2.9.0.post0` exactly; in the service only `svix`, a test dependency, "
             "uses it)")
-    add(f"- **Same for every contender**: one receiver process (`bench/receiver.py`, asyncio, keep-alive, answers "
+    add(f"- **Same for every contender**: one receiver process (`bench/kit/receiver.py`, asyncio, keep-alive, answers "
         f"200); the same ~1 KB JSON body; {plan['events']:,} messages pre-loaded before the workers start; "
         f"**{plan['processes']} worker processes (one per core)**: floor 2 × `python -m bench.peers.floor "
         "--threads 8`; async floor 2 × `python -m bench.peers.async_floor --prefetch 256`; dramatiq `--processes 2 "
@@ -92,41 +107,130 @@ def render(r: dict[str, Any]) -> str:
         "Prefetch is each one's default (floor 8 per process, dramatiq 16, Celery 32). Rates are arrivals at the "
         "receiver per second after discarding the first 10%.")
     add("")
-    engine_report.targets(r, add)
-    _targets(r, add)
-    _receiver(r, add)
-    _throughput(r, add)
-    _service(r, add)
-    ingest_steps.render(r, add)
-    _scale(r, add)
-    _noisy(r, add)
-    _ladder(r, add)
-    _backlog(r, add)
-    engine_report.sections(r, add)
-    _problems(r, add)
+    if ran:  # steps only --only runs have no targets, and leave the full run's steps unsaid
+        _engine_targets(r, add)
+        _earlier_targets(r, add)
+    for section in sections(r):
+        section(r, add)
+    if ran:
+        _problems(r, add)
     return "\n".join(out) + "\n"
 
 
-def _targets(r: dict[str, Any], add: Any) -> None:
+# -- the targets -----------------------------------------------------------------------------------
+
+
+def _engine_targets(r: dict[str, Any], add: Add) -> None:
+    add("### Targets of issue 10 (delivery engine)")
+    add("")
+    add(f"The service's settings are its defaults ({service_settings_note(r)}) in every step except where the "
+        "sections below name an exception.")
+    add("")
+    add("| target | measured | verdict |")
+    add("|---|---|---|")
+    add(peer_ratio_row(r, "dramatiq", 2))
+    add(peer_ratio_row(r, "celery", 2))
+    add(_async_floor_row(r))
+    add(_rate_row(r.get("fanout"), "50 endpoints answering after 200 ms, one worker process: "
+                  f"≥ {slow.FANOUT_TARGET:,.0f}/s", slow.FANOUT_TARGET))
+    add(_rate_row(r.get("slow"), f"one endpoint answering after 200 ms: ≥ {slow.SLOW_TARGET:,.0f}/s", slow.SLOW_TARGET))
+    add(_climb_row(r.get("climb")))
+    add(_flood_row(r.get("flood")))
+    add(_inflight_row(r.get("inflight")))
+    add(latency_row(r, LATENCY_P99_MS))
+    add(ladder_row(r))
+    add("| chaos run loses nothing, duplicates < 0.5 % | not part of `bench/run.py` (`bench/chaos.py` stops the "
+        "shared broker and database) | not measured |")
+    add("")
+
+
+def _async_floor_row(r: dict[str, Any]) -> str:
+    service, floor = service_rate(r), r.get("peers", {}).get("async-floor")
+    if service and ok(floor):
+        return (f"| service ÷ async floor (reported, no target) | {service / floor['rate']:.2f} × ({n(service)} vs "
+                f"{n(floor['rate'])} deliveries/s) | – |")
+    return "| service ÷ async floor (reported, no target) | – | not measured |"
+
+
+def _row(target: str, step: Any, figures: Callable[[dict[str, Any]], tuple[str, str]]) -> str:
+    """``| target | measured | verdict |`` from ``figures(step)``, or why the step was not measured."""
+    if not ok(step):
+        return f"| {target} | {why(step)} | not measured |"
+    measured, met = figures(step)
+    return f"| {target} | {measured} | {met} |"
+
+
+def _rate_row(step: Any, target: str, minimum: float) -> str:
+    def figures(step: dict[str, Any]) -> tuple[str, str]:
+        cut = "" if step["finished"] else \
+            f"; stopped after {step['seconds']:.0f} s with {step['arrivals']:,} of {step['expected']:,} delivered"
+        return (f"{n(step['rate'], 1)}/s ({n(step['mean_in_flight'], 1)} in flight on average{cut})",
+                verdict(step["rate"] >= minimum))
+
+    return _row(target, step, figures)
+
+
+def _climb_row(step: Any) -> str:
+    def figures(step: dict[str, Any]) -> tuple[str, str]:
+        window = (f"window reported, max {step['window_max']}, last {step['window_last']}" if step["window_reported"]
+                  else "no window reported by `GET /v1/endpoints/<id>`")
+        met = step["window_reported"] and step["share_over_threshold"] < slow.CLIMB_OVER_SHARE
+        return (f"{step['share_over_threshold']:.1%} of calls above {step['threshold']}; {n(step['rate'], 1)}/s; "
+                f"{window}; [plot]({step['plot']})", verdict(met))
+
+    return _row("endpoint slowing from 20 ms to 2 s above 50 in flight is backed off "
+                f"(< {slow.CLIMB_OVER_SHARE:.0%} of calls above 50, window reported)", step, figures)
+
+
+def _flood_row(step: Any) -> str:
+    def figures(step: dict[str, Any]) -> tuple[str, str]:
+        during = step["b_during"]
+        met = (during["delivered"] > 0 and during["missing"] == 0 and during["p99_ms"] < flood.FLOOD_P99_MS
+               and step["a_drained"])
+        drained = f"A drained {step['a_accepted']:,} events in {n(step['a_drain_seconds'], 1)} s" \
+            if step["a_drained"] else \
+            f"A **not drained** ({step['a_arrivals']:,} of {step['a_accepted']:,} in {n(step['a_drain_seconds'], 0)} s)"
+        missing = f", {during['missing']} not delivered" if during["missing"] else ""
+        return (f"p99 {n(during['p99_ms'], 0)} ms, p50 {n(during['p50_ms'], 0)} ms ({during['sent']} events{missing}); "
+                f"{drained}", verdict(met))
+
+    return _row(f"tenant flood: B's p99 POST→arrival < {flood.FLOOD_P99_MS:g} ms while A drains", step, figures)
+
+
+def _inflight_row(step: Any) -> str:
+    def figures(step: dict[str, Any]) -> tuple[str, str]:
+        peak_mb = step["peak_mib"] * 2**20 / 1e6
+        reached = step["peak_in_flight"] >= slow.INFLIGHT_REACHED * step["target"]
+        flat = {True: "flat", False: "**not flat**", None: "flatness not judged (no plateau)"}[step["flat"]]
+        met = reached and peak_mb < slow.RSS_TARGET_MB and step["flat"] is True
+        return (f"{step['peak_in_flight']:,} in flight at the receiver at the peak (target {step['target']:,}); RSS "
+                f"peak {peak_mb:.0f} MB, {flat}; [plot]({step['plot']})",
+                f"{verdict(met)}{'' if reached else ' (the in-flight premise was not reached)'}")
+
+    return _row(f"10,000 in flight to endpoints taking 5 s: worker RSS < {slow.RSS_TARGET_MB:g} MB and flat", step,
+                figures)
+
+
+def _earlier_targets(r: dict[str, Any], add: Add) -> None:
     add("### Earlier targets")
     add("")
     add("| target | measured | verdict |")
     add("|---|---|---|")
     add(peer_ratio_row(r, "floor", 0.75))
     throughput = r.get("service", {}).get("throughput")
-    if _ok(throughput):
+    if ok(throughput):
         ingest = throughput["ingest"]["rate"]
-        add(f"| ingestion ≥ 1,500 events/s | {_n(ingest)} events/s | {_verdict(ingest >= 1500)} |")
+        add(f"| ingestion ≥ 1,500 events/s | {n(ingest)} events/s | {verdict(ingest >= 1500)} |")
     else:
         add("| ingestion ≥ 1,500 events/s | – | not measured |")
     backlog = r.get("backlog")
-    if _ok(backlog) and backlog.get("memory"):
+    if ok(backlog) and backlog.get("memory"):
         mem = backlog["memory"]
-        met = _flat(mem)
+        met = memory_stayed_flat(mem)
         add(f"| worker memory flat across the {backlog['backlog']:,} backlog | RSS {mem['start_mib']:.0f} → peak "
             f"{mem['peak_mib']:.0f} → end {mem['end_mib']:.0f} MiB "
             f"({'drained' if backlog.get('finished') else 'drain not finished, see below'}) | "
-            f"{_verdict(met if backlog.get('finished') else None) if backlog.get('finished') else _verdict(None) + ' (drain unfinished; flat so far: ' + ('yes' if met else 'no') + ')'} |")
+            f"{verdict(met if backlog.get('finished') else None) if backlog.get('finished') else verdict(None) + ' (drain unfinished; flat so far: ' + ('yes' if met else 'no') + ')'} |")
     else:
         add("| worker memory flat across the backlog | – | not measured |")
     add("")
@@ -135,236 +239,72 @@ def _targets(r: dict[str, Any], add: Any) -> None:
     add("")
 
 
-def _flat(mem: dict[str, Any]) -> bool:
-    base = mem["start_mib"]
-    return mem["peak_mib"] - base <= max(16.0, 0.10 * base)
+def peer_ratio_row(r: dict[str, Any], name: str, factor: float) -> str:
+    """``| service ≥ factor × name | ratio | verdict |``"""
+    service, peer = service_rate(r), r.get("peers", {}).get(name)
+    target = f"service ≥ {factor:g} × {name}"
+    if service and ok(peer):
+        return (f"| {target} | {service / peer['rate']:.2f} × ({n(service)} vs {n(peer['rate'])} deliveries/s"
+                f"{_cpu_ratio(r, peer)}) | {verdict(service >= factor * peer['rate'])} |")
+    return f"| {target} | – | not measured |"
 
 
-def _receiver(r: dict[str, Any], add: Any) -> None:
-    step = r.get("receiver")
-    if not _heading(add, "Receiver capacity", step):
-        return
-    fastest = max([p["rate"] for p in r.get("peers", {}).values() if isinstance(p, dict) and _ok(p) and "rate" in p]
-                  + ([_service_rate(r)] if _service_rate(r) else []) or [float("nan")])
-    add(f"`bench/receiver.py` (one process, asyncio) under {step['tool']}, {step['threads']} thread, "
-        f"{step['connections']} keep-alive connections, 1 KB POSTs for {step['seconds']:.0f} s: "
-        f"**{_n(step['rps'])} requests/s** (p50 {_n(step['p50_ms'], 2)} ms, p99 {_n(step['p99_ms'], 2)} ms), "
-        f"{step['rps'] / fastest:.0f} × the fastest contender: not the bottleneck." if fastest == fastest else
-        f"**{_n(step['rps'])} requests/s**.")
-    add("")
+def _cpu_ratio(r: dict[str, Any], peer: dict[str, Any]) -> str:
+    """``; CPU per delivery 0.585 vs 1.156 ms``: the machine's CPU, every process, per delivery of each
+    (``bench/kit/cpu_split.py``), when both steps measured it."""
+    ours, theirs = r.get("service", {}).get("throughput", {}).get("cpu"), peer.get("cpu")
+    if not (ours and theirs):
+        return ""
+    return f"; CPU per delivery, every process: {ours['total_ms']:.3f} vs {theirs['total_ms']:.3f} ms"
 
 
-def _throughput(r: dict[str, Any], add: Any) -> None:
-    plan = r["plan"]
-    add(f"### Throughput ({plan['events']:,} messages each, {plan['processes']} processes)")
-    add("")
-    add("| contender | queue | sustained deliveries/s | × floor | worker start → last arrival | peak RSS, largest process |")
-    add("|---|---|---|---|---|---|")
-    floor = _floor_rate(r)
-    rows = [
-        ("floor", "floor: pika consumer, 8 threads, httpx POST, ack (no DB, no signing)", "quorum, the service's primary-queue arguments"),
-        ("floor-classic", "floor, same code", "classic"),
-        ("async-floor", "async floor: pika `AsyncioConnection` + one aiohttp `ClientSession`, 256 in flight, POST, ack (no DB)", "quorum, the service's primary-queue arguments"),
-        ("dramatiq", f"dramatiq {r['versions']['dramatiq']}: actor, `Retries` exponential backoff", "classic (dramatiq's own declaration)"),
-        ("celery", f"Celery {r['versions']['celery']}: task, `autoretry_for` + `retry_backoff`, `acks_late`, no result backend", "classic (Celery's default)"),
-    ]
-    peers = r.get("peers", {})
-    for key, label, queue in rows:
-        step = peers.get(key)
-        if _ok(step):
-            ratio = f"{step['rate'] / floor:.2f}" if floor else "–"
-            add(f"| {label} | {queue} | {_n(step['rate'])} | {ratio} | {step['from_start_seconds']:.1f} s | "
-                f"{_mib(step['memory'])} |")
-        else:
-            add(f"| {label} | {queue} | {_why(step)} | | | |")
-    step = r.get("service", {}).get("throughput")
-    if _ok(r.get("service")) and _ok(step):
-        ratio = f"**{step['rate'] / floor:.2f}**" if floor else "–"
-        add(f"| **this service**, end to end: signed, claimed and logged in PostgreSQL | quorum | **{_n(step['rate'])}** | "
-            f"{ratio} | {step['from_start_seconds']:.1f} s | {_mib(step['memory'])} |")
-    else:
-        add(f"| **this service** | quorum | {_why(step if step else r.get('service'))} | | | |")
-    add("")
-    add(f"The service runs with its default settings ({engine_report.service_settings_note(r)}), to one endpoint; "
-        "its log level is its default (INFO: one line per attempt).")
-    add("")
-    _cpu_split(r, rows, add)
+def latency_row(r: dict[str, Any], limit_ms: float) -> str:
+    """``| p99 POST→delivered < limit at 200 events/s | p99, p50 | verdict |``"""
+    latency = r.get("service", {}).get("latency")
+    if not (ok(r.get("service")) and ok(latency) and latency.get("delivered")):
+        return f"| p99 POST→delivered < {limit_ms:g} ms at 200 events/s | – | not measured |"
+    # A refused POST (429) is an event that did not arrive from that POST: the latency leaves it
+    # out, so more than 1 % refused is a p99 past any limit.
+    refused = latency["sent"] - latency["accepted"]
+    met = latency["p99_ms"] < limit_ms and latency["missing"] == 0 and refused <= latency["sent"] / 100
+    missing = f", {latency['missing']} not delivered" if latency["missing"] else ""
+    refusals = f"; {refused:,} of {latency['sent']:,} POSTs refused, left out" if refused else ""
+    return (f"| p99 POST→delivered < {limit_ms:g} ms at {latency['rate']:.0f} events/s | p99 "
+            f"{n(latency['p99_ms'], 1)} ms (p50 {n(latency['p50_ms'], 1)} ms{missing}{refusals}) | {verdict(met)} |")
 
 
-def _cpu_split(r: dict[str, Any], rows: list[tuple[str, str, str]], add: Any) -> None:
-    """Where each delivery's CPU went in the throughput steps (``bench/cpu_split.py``)."""
-    peers = r.get("peers", {})
-    labels = {"floor": "floor", "floor-classic": "floor, classic queue", "async-floor": "async floor",
-              "dramatiq": "dramatiq", "celery": "Celery"}
-    measured = [(labels.get(key, key), peers[key]["cpu"]) for key, _, _ in rows
-                if _ok(peers.get(key)) and peers[key].get("cpu")]
-    step = r.get("service", {}).get("throughput")
-    if _ok(r.get("service")) and _ok(step) and step.get("cpu"):
-        measured.append(("**this service**", step["cpu"]))
-    if not measured:
-        return
-    names = {"worker": "workers", "postgresql": "PostgreSQL", "rabbitmq": "RabbitMQ", "receiver": "receiver"}
-    add("CPU per delivery, in milliseconds, by process over the same measured window (every process on the "
-        "machine sampled every 0.25 s, `bench/cpu_split.py`). On a saturated machine a contender's rate is the "
-        "cores divided by the sum:")
-    add("")
-    add("| contender | " + " | ".join(names[role] for role in cpu_split.MAIN_ROLES) + " | the rest | all | cores busy |")
-    add("|---|" + "---|" * (len(cpu_split.MAIN_ROLES) + 3))
-    for label, cpu in measured:
-        per = cpu["ms_per_delivery"]
-        rest = sum(ms for role, ms in per.items() if role not in cpu_split.MAIN_ROLES)
-        add(f"| {label} | " + " | ".join(f"{per.get(role, 0.0):.3f}" for role in cpu_split.MAIN_ROLES)
-            + f" | {rest:.3f} | {cpu['total_ms']:.3f} | {cpu['busy_cores']:.2f} of {cpu['cores']} |")
-    add("")
+def ladder_row(r: dict[str, Any]) -> str:
+    """``| every ladder retry within 1 s of schedule | how many, latest, earliest | verdict |``"""
+    ladder = r.get("ladder")
+    if not ok(ladder):
+        return "| every ladder retry within 1 s of schedule | – | not measured |"
+    tiers = ladder["tiers"].values()
+    worst = max(abs(t["max_s"]) for t in tiers)
+    early = min(t["min_s"] for t in tiers)
+    total = sum(t["retries"] for t in tiers)
+    within = sum(t["within_1s"] for t in tiers)
+    return (f"| every ladder retry within 1 s of schedule | {within}/{total} within 1 s; latest {n(worst, 3)} s "
+            f"late, earliest {n(early, 3)} s | {verdict(total > 0 and within == total)} |")
 
 
-def _service(r: dict[str, Any], add: Any) -> None:
-    svc = r.get("service")
-    if not _heading(add, "This service", svc):
-        return
-    add("| figure | value |")
-    add("|---|---|")
-    step = svc.get("throughput")
-    if _ok(step):
-        ing = step["ingest"]
-        add(f"| ingestion through gunicorn (`-w 2`), workers stopped, `POST /v1/events` with ~1 KB payloads | "
-            f"**{_n(ing['rate'])} events/s** (server side, from `event.created_at`; {ing['events']:,} events; wrk "
-            f"{ing['client_threads']} threads × {ing['client_connections']} connections, client p50 "
-            f"{_n(ing['client_p50_ms'], 1)} ms, p99 {_n(ing['client_p99_ms'], 1)} ms, non-2xx {ing['client_non_2xx']}) |")
-        add(f"| events → attempts logged (`SELECT count(*) FROM attempt`) → delivered | {step['events']:,} → "
-            f"{step['attempts_logged']:,} → {step['delivered']:,} |")
-        add(f"| worker RSS during delivery, largest process, sampled every 0.5 s | peak {_mib(step['memory'])}, at the "
-            f"end {_mib(step['memory'], 'end_mib')} |")
-    else:
-        add(f"| ingestion and delivery | {_why(step)} |")
-    lat = svc.get("latency")
-    if _ok(lat):
-        add(f"| latency `POST /v1/events` start → arrival at the receiver, {lat['rate']:.0f} events/s for "
-            f"{lat['sent'] / lat['rate']:.0f} s (achieved {_n(lat['achieved_rate'], 1)}/s), first 10% dropped | "
-            f"p50 **{_n(lat['p50_ms'], 1)} ms**, p90 {_n(lat['p90_ms'], 1)} ms, p99 **{_n(lat['p99_ms'], 1)} ms**, max "
-            f"{_n(lat['max_ms'], 1)} ms ({lat['delivered']:,} of {lat['measured']:,} delivered; of which the POST until its "
-            f"202: p50 {_n(lat['post_p50_ms'], 1)} ms, p99 {_n(lat['post_p99_ms'], 1)} ms; from the 202 to the arrival: "
-            f"p50 {_n(lat.get('after_answer_p50_ms'), 1)} ms, p99 {_n(lat.get('after_answer_p99_ms'), 1)} ms) |")
-        for name, stage in lat.get("stages", {}).items():
-            add(f"| latency at {lat['rate']:.0f} events/s, stage {name} (from the service's own timestamps) | "
-                f"p50 {_n(stage['p50_ms'], 1)} ms, p99 {_n(stage['p99_ms'], 1)} ms |")
-        add(f"| worker peak RSS during the latency run | {_mib(lat['memory'])} |")
-    else:
-        add(f"| latency | {_why(lat)} |")
-    add("")
+# -- what was not measured -------------------------------------------------------------------------
 
 
-def _scale(r: dict[str, Any], add: Any) -> None:
-    add("### Scale: worker processes on 2 cores (8 threads each)")
-    add("")
-    add("| worker processes | this service, deliveries/s | floor, deliveries/s |")
-    add("|---|---|---|")
-    svc = r.get("service") or {}
-    peers = r.get("peers") or {}
-    for processes in (1, 2, 4):
-        if processes == 2:
-            s, f = svc.get("throughput"), peers.get("floor")
-        else:
-            s = (svc.get("scale") or {}).get(str(processes))
-            f = (peers.get("floor-scale") or {}).get(str(processes))
-        s_text = _n(s["rate"]) if _ok(s) and _ok(svc) else _why(s)
-        f_text = _n(f["rate"]) if _ok(f) else _why(f)
-        add(f"| {processes} | {s_text} | {f_text} |")
-    add("")
-    add("2 processes is the throughput run above. With 4 processes the service's in-flight cap is 32.")
-    add("")
-
-
-def _noisy(r: dict[str, Any], add: Any) -> None:
-    step = r.get("noisy")
-    parts = (step.get("alone"), step.get("with_dead")) if isinstance(step, dict) else ()
-    if not _heading(add, "Noisy neighbour", step, *parts):
-        return
-    alone, dead = step["alone"], step["with_dead"]
-    add(f"{alone['events']:,} events to a tenant with 9 healthy endpoints, then {dead['events']:,} to one with the "
-        f"same 9 plus one that accepts the connection and never answers (`DELIVERY_TIMEOUT={step['delivery_timeout']:g}`); "
-        f"the service's defaults otherwise ({engine_report.service_settings_note(r, step)}; offline after 5 consecutive "
-        f"failures); {r['plan']['processes']} worker processes; events pre-loaded, workers started, healthy arrivals "
-        "timed.")
-    add("")
-    add("| | healthy deliveries | worker start → last healthy arrival | healthy deliveries/s (from start) | sustained (after 10%) |")
-    add("|---|---|---|---|---|")
-    add(f"| 9 healthy | {alone['healthy_deliveries']:,} | {alone['seconds']:.1f} s | {_n(alone['rate_from_start'])} | {_n(alone['rate_steady'])} |")
-    add(f"| 9 healthy + 1 timing out | {dead['healthy_deliveries']:,} | {dead['seconds']:.1f} s | {_n(dead['rate_from_start'])} | {_n(dead['rate_steady'])} |")
-    add(f"| with / without | | | **{step['ratio_from_start']:.0%}** | {step['ratio_steady']:.0%} |")
-    info = dead.get("dead_endpoint", {})
-    add("")
-    add(f"The endpoint that times out: {info.get('attempts')} attempts, then `{info.get('health')}`; its deliveries: "
-        f"{', '.join(f'{k} {v}' for k, v in sorted(info.get('statuses', {}).items()))}.")
-    add("")
-
-
-def _ladder(r: dict[str, Any], add: Any) -> None:
-    step = r.get("ladder")
-    if not _heading(add, "Ladder fidelity", step):
-        return
-    depths = ", ".join(f"{tier} {depth}" for tier, depth in step["max_tier_depths"].items())
-    add(f"`RETRY_LADDER={step['ladder']}`, an endpoint that always answers 500 (`OFFLINE_AFTER_FAILURES` set out of "
-        "reach, so it keeps its ladder instead of parking; `ENDPOINT_MAX_IN_FLIGHT` raised to 16 only where the "
-        f"service's default is lower; settings: {_overrides(step)}). "
-        f"{step['first_batch']} events first (100/s) walked down into the longest tier "
-        f"({step['long_tier_depth_before_second']} messages waiting there), then {step['second_batch']} more over "
-        f"{r['plan']['ladder_second_seconds']:.0f} s failed into the short tiers while it was full; every delivery "
-        f"made all {len(step['tiers']) + 1} attempts. Deepest each tier got: {depths}. Lateness = arrival of attempt "
-        "n+1 at the receiver − `next_attempt_at` recorded on attempt n (the DB column: `started_at` of attempt n+1 "
-        "instead).")
-    add("")
-    add("| tier (wait before the retry) | retries | min | p50 | p99 | max | within 1 s | DB p99 | DB max |")
-    add("|---|---|---|---|---|---|---|---|---|")
-    for tier, t in step["tiers"].items():
-        add(f"| {tier} | {t['retries']} | {_n(t['min_s'], 3)} s | {_n(t['p50_s'], 3)} s | {_n(t['p99_s'], 3)} s | "
-            f"{_n(t['max_s'], 3)} s | {t['within_1s']}/{t['retries']} | {_n(t['db_p99_s'], 3)} s | {_n(t['db_max_s'], 3)} s |")
-    add("")
-
-
-def _backlog(r: dict[str, Any], add: Any) -> None:
-    step = r.get("backlog")
-    if not _heading(add, "Backlog", step):
-        return
-    mem = step["memory"]
-    before = ", ".join(f"{k} {v}" for k, v in sorted(step.get("before_return", {}).items()))
-    add(f"{step['ingest']['events']:,} events accepted (at {_n(step['ingest']['rate'])}/s, workers running) for an "
-        f"endpoint whose receiver is down; the service takes it offline and parks them ({before}; "
-        f"{step['parking_seconds']:.0f} s). Then the receiver comes back. `RELEASE_RATE={step['release_rate']:g}`"
-        f"{' (the service default)' if step['release_rate'] == 20 else ''}; ladder {step['ladder']} so that the "
-        "probe notices the return within 2 s and nothing runs out of attempts during the outage.")
-    add("")
-    add("| figure | value |")
-    add("|---|---|")
-    add(f"| first delivery after the receiver is back | {_n(step['first_arrival_after_return_s'], 1)} s |")
-    status = "all delivered" if step.get("finished") else f"**not finished within {step['timeout']:.0f} s**"
-    add(f"| delivered | {step['delivered']:,} of {step['ingest']['events']:,} ({status}; receiver saw "
-        f"{step['received']:,} requests, {step['received_unique']:,} distinct `webhook-id`s) |")
-    add(f"| drain time, receiver back → last arrival | {_n(step['drain_seconds'], 0)} s |")
-    add(f"| drain rate | **{_n(step['drain_rate'], 1)} deliveries/s** (after the first 10%: "
-        f"{_n(step['drain_rate_steady'], 1)}/s)"
-        f"{'' if step.get('finished') else '; all of them would take about ' + _n((step['projected_seconds'] or 0) / 60, 0) + ' min'} |")
-    add(f"| worker RSS, largest process, every second ({mem['samples']} samples) | start {mem['start_mib']:.0f} MiB → "
-        f"peak while parking {_n(mem['peak_while_parking_mib'])} → at return {_n(mem['at_return_mib'])} → peak while "
-        f"draining {_n(mem['peak_while_draining_mib'])} → end {mem['end_mib']:.0f} MiB (peak {mem['peak_mib']:.0f}) |")
-    add("")
-
-
-def _problems(r: dict[str, Any], add: Any) -> None:
+def _problems(r: dict[str, Any], add: Add) -> None:
     problems = []
 
     def walk(name: str, step: Any) -> None:
         if isinstance(step, dict):
             if step.get("status") in ("error", "timeout"):
-                problems.append(f"- {name}: {_why(step)}")
+                problems.append(f"- {name}: {why(step)}")
             for key, value in step.items():
                 if isinstance(value, dict):
                     walk(f"{name} / {key}", value)
 
-    for key in STEPS:
+    for key in FULL_RUN:
         walk(key, r.get(key))
     add("### Not measured, and why")
     add("")
-    missing = [key for key in STEPS if key not in r]
+    missing = [key for key in FULL_RUN if key not in r]
     problems += [f"- {key}: not run" for key in missing]
     add("\n".join(problems) if problems else "Everything above was measured in this run.")

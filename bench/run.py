@@ -1,43 +1,50 @@
 #!/usr/bin/env python3
-"""Benchmark harness: the service against two floors, dramatiq and Celery, plus scenarios.
+"""The benchmark's one entry point: every step on this machine, its figures in ``bench/RESULTS.md``.
 
-``python bench/run.py [--events N] [--quick]`` does everything in one go: it makes its own
-virtualenv ``bench/.venv`` (``bench/requirements.txt`` plus the service's
-``requirements.txt``), re-runs itself from there, and then, on this machine's RabbitMQ
-and PostgreSQL, with one receiver process (``bench/receiver.py``) for everybody:
+``python bench/run.py [--quick] [--only STEP,STEP] [options]`` makes its own virtualenv
+``bench/.venv`` (``bench/requirements.txt`` plus the service's ``requirements.txt``), re-runs
+itself from there, starts one receiver process (``bench/kit/receiver.py``) for everybody and
+runs the steps of ``bench/steps/`` (``bench.steps.STEPS``), each under a time limit, on this
+machine's RabbitMQ and PostgreSQL:
 
-1. measures the receiver's own capacity (wrk);
-2. throughput of the floor (minimal pika + httpx consumer, on the service's quorum queue
-   type; again on a classic queue), the async floor (pika ``AsyncioConnection`` +
-   aiohttp), dramatiq and Celery: N messages pre-loaded, then one worker process per
-   core, 8 threads each (the async floor: 256 messages in flight); the floor also with
-   1 and 4 processes;
-3. the service end to end, with its default settings: ingestion through gunicorn
-   (workers stopped), delivery of the same N events by one worker process per core
-   (every attempt logged, PostgreSQL), latency from ``POST /v1/events`` to the receiver
-   at 200 events/s, worker memory, and delivery with 1 and 4 worker processes;
-4. ingestion of single events and of batches of 100 (``bench/ingest_steps.py``); noisy neighbour,
-   ladder fidelity, backlog drain;
-5. slow receivers (``bench/engine_steps.py``, ``bench/flood.py``): 50 endpoints answering
-   after 200 ms, one such endpoint, one that slows down above 50 calls in flight (plotted),
-   a tenant's flood beside another tenant's trickle, 10,000 deliveries in flight;
+1. ``receiver``: the receiver's own capacity (wrk);
+2. ``peers``: the floors (pika + httpx on a quorum and on a classic queue; pika's
+   ``AsyncioConnection`` + aiohttp), dramatiq and Celery, each delivering N pre-loaded messages
+   with one worker process per core; the floor also with 1 and 4 processes;
+3. ``service``: this service end to end with its default settings: ingestion through gunicorn,
+   delivery of the same N events (every attempt logged), latency from ``POST /v1/events`` to the
+   receiver at 200 events/s, delivery with 1 and 4 worker processes;
+4. ``ingest``, ``noisy``, ``ladder``, ``backlog``: single events and batches of 100; a dead
+   endpoint beside healthy ones; how late the ladder's retries fire; a backlog's drain;
+5. ``fanout``, ``slow``, ``climb``, ``flood``, ``inflight``: slow receivers, an endpoint that slows
+   down under load (plotted), a tenant's flood beside another tenant's trickle, 10,000 deliveries in
+   flight (plotted).
 
-and rewrites the generated part of ``bench/RESULTS.md`` (between the ``bench:run``
-markers) and the plots it links (``bench/*.png``). ``--quick`` uses small numbers.
-Every step has a time limit; every process, queue and database it made is removed
-at exit, on Ctrl-C too. Logs of every process: ``bench/.logs/``.
+A full run rewrites the generated part of ``bench/RESULTS.md`` (between the ``bench:run`` markers)
+and the plots it links (``bench/*.png``); ``--quick`` uses small numbers. With ``--only`` it runs
+the steps named, prints their report and leaves ``RESULTS.md`` alone; ``--only`` also runs the steps
+a full run leaves out (``core``, ``retention``, ``hot_path_sql``, ``sender_cpu``: ``--help`` lists
+their options). ``--from-json bench/.logs/results.json`` only renders an earlier run's figures again.
+Every process, queue and database a run made is removed at exit, on Ctrl-C too. Logs of every
+process and the raw figures: ``bench/.logs/``. How to add a step: ``bench/README.md``.
+
+``bench/chaos.py`` and ``bench/failover.py`` are the fault drills (a pass or a fail, run by CI);
+``bench/cluster.py`` starts a RabbitMQ cluster of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -91,10 +98,10 @@ def bootstrap() -> None:
         stamp.write_text(wanted)
     os.environ.setdefault("BENCH_COMMAND", shlex.join(["python", "bench/run.py", *sys.argv[1:]]))
     os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(Path(__file__).resolve()), *sys.argv[1:]])
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Run every benchmark and rewrite bench/RESULTS.md.")
+    from bench.steps import STEPS
+
+    parser = argparse.ArgumentParser(description="Run the benchmark's steps and rewrite bench/RESULTS.md.")
     parser.add_argument("--quick", action="store_true", help="small numbers: the whole run in a few minutes")
     parser.add_argument("--events", type=int, help="events per throughput contender (default 20000; --quick 3000)")
     parser.add_argument("--backlog", type=int, help="deliveries in the backlog scenario (default 100000; --quick 5000)")
@@ -105,19 +112,74 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "default: it paces the drain)")
     parser.add_argument("--from-json", metavar="PATH",
                         help="only rewrite RESULTS.md from the figures of an earlier run (bench/.logs/results.json)")
-    parser.add_argument("--only", help="comma-separated steps (receiver,peers,service,ingest,noisy,ladder,backlog,"
-                                       "fanout,slow,climb,flood,inflight); a partial run prints its tables and "
-                                       "leaves RESULTS.md and the plots in bench/ alone")
-    return parser.parse_args(argv)
+    parser.add_argument("--only", help=f"comma-separated steps ({','.join(step.name for step in STEPS)}); a partial "
+                                       "run prints its tables and leaves RESULTS.md and the plots in bench/ alone")
+    for step in STEPS:
+        if step.add_arguments is not None:
+            step.add_arguments(parser)
+    args = parser.parse_args(argv)
+    unknown = set(args.only.split(",")) - {step.name for step in STEPS} if args.only else set()
+    if unknown:
+        parser.error(f"--only: no step {', '.join(sorted(unknown))}")
+    return args
 
 
 def main() -> int:
-    args = parse_args()
     bootstrap()
     sys.path.insert(0, str(ROOT))
-    from bench.scenarios import run_everything
+    args = parse_args()
+    from bench import report
+    from bench.kit import services
+    from bench.kit.plan import Plan
+    from bench.kit.procs import PROCS, install_exit_handlers, log
+    from bench.kit.receiver_process import Receiver
+    from bench.kit.stack import service_defaults
+    from bench.kit.step import Context, guarded
+    from bench.kit.wrk import ensure_wrk, wrk_version
+    from bench.steps import STEPS
 
-    return run_everything(args)
+    if args.from_json:
+        with open(args.from_json) as handle:
+            report.write_results(report.render(json.load(handle)))
+        log(f"rewrote the generated section of bench/RESULTS.md from {args.from_json}")
+        return 0
+    install_exit_handlers()
+    plan = Plan.from_args(args)
+    only = set(args.only.split(",")) if args.only else None
+    steps = [step for step in STEPS if (step.name in only if only is not None else step.full_run)]
+    command = os.environ.get("BENCH_COMMAND", "python bench/run.py " + " ".join(sys.argv[1:]))
+    started = time.time()
+    if ensure_wrk() is None:
+        log("wrk is missing and could not be installed (apt-get install wrk): cannot measure the receiver or ingestion")
+        return 2
+    results: dict[str, Any] = {"command": command, "plan": plan.__dict__, "machine": services.machine(),
+                               "versions": services.versions(wrk_version()),
+                               "date": time.strftime("%Y-%m-%d %H:%M %Z"), "commit": services.commit(),
+                               "service_defaults": service_defaults(),
+                               "overridden_service_pins": service_requirements_for_bench()[1]}
+    log(f"benchmark: {command}; {plan.processes} worker processes per contender (8 threads each for the "
+        f"thread-pool ones; the service with its default settings); logs in {PROCS.log_dir}")
+    for stale in PROCS.log_dir.glob("*") if PROCS.log_dir.exists() else []:
+        if stale.is_file():
+            stale.unlink()  # the logs of the previous run
+    receiver = Receiver().start()
+    context = Context(receiver, plan, args)
+    for step in steps:
+        results[step.name] = guarded(step.title, lambda deadline, s=step: s.run(context, deadline),
+                                     step.seconds(context))
+    receiver.stop()
+    results["wall_seconds"] = time.time() - started
+    PROCS.log_dir.mkdir(exist_ok=True)
+    (PROCS.log_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    markdown = report.render(results)
+    if only is None:
+        report.write_results(markdown)
+        report.publish_plots(PROCS.log_dir)
+        log(f"wrote the generated section of bench/RESULTS.md ({results['wall_seconds'] / 60:.1f} min)")
+    else:
+        print(markdown)
+        log("partial run (--only): bench/RESULTS.md left alone; raw figures in bench/.logs/results.json")
+    return 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import time
+import secrets
+from datetime import timedelta
 from typing import Any
 
 from flask.testing import FlaskClient
@@ -11,8 +12,12 @@ from werkzeug.test import TestResponse
 
 from tests.api_helpers import create_endpoint, make_attempt, post_event
 from webhooks.console.auth import create_staff
+from webhooks.console.blueprint import SITE
 from webhooks.console.models import StaffUser
+from webhooks.pages import csrf, sessions
+from webhooks.pages.models import PageSession
 from webhooks.storage.models import Delivery
+from webhooks.storage.timeutil import utcnow
 
 #: Every test account has this password.
 PASSWORD = "correct horse battery"
@@ -28,14 +33,23 @@ def staff(role: str = "operator", email: str | None = None) -> StaffUser:
 def log_in(client: FlaskClient, role: str = "operator") -> StaffUser:
     """Give ``client`` a session of a new staff user (as the login form would) and return the user."""
     user = staff(role)
-    with client.session_transaction() as session:
-        session.update(staff_id=user.id, login_at=time.time(), csrf="test-csrf-token")
+    token = secrets.token_urlsafe(32)
+    PageSession.create(id=sessions.digest(token), site="console", subject=str(user.id),
+                       expires_at=utcnow() + timedelta(hours=1))
+    client.set_cookie(SITE.cookie_name, token, path="/console")
     return user
+
+
+def csrf_of(client: FlaskClient) -> str:
+    """The CSRF token of ``client``'s console session (what its pages put in their forms)."""
+    token = client.get_cookie(SITE.cookie_name, path="/console")
+    assert token is not None, "the client has no console session"
+    return csrf.session_token(client.application.config["SECRET_KEY"], sessions.digest(token.value))
 
 
 def post_form(client: FlaskClient, path: str, data: dict[str, str] | None = None, **kwargs: Any) -> TestResponse:
     """POST a console form with the session's CSRF token."""
-    return client.post(path, data={"csrf_token": "test-csrf-token", **(data or {})}, **kwargs)
+    return client.post(path, data={"csrf_token": csrf_of(client), **(data or {})}, **kwargs)
 
 
 def failed_delivery(client: FlaskClient, headers: dict[str, str], *, attempts: int = 3, **event: Any) -> Delivery:

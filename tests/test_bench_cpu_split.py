@@ -1,10 +1,10 @@
-"""Where the machine's CPU goes during a benchmark step (bench/cpu_split.py): roles and per-delivery figures."""
+"""Where the machine's CPU goes during a benchmark step (bench/kit/cpu_split.py): roles and per-delivery figures."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.cpu_split import describe, role_of, split, steady_split
+from bench.kit.cpu_split import describe, role_of, split, steady_split
 
 
 @pytest.mark.parametrize(("name", "cmdline", "role"), [
@@ -16,8 +16,8 @@ from bench.cpu_split import describe, role_of, split, steady_split
     ("dramatiq", ["/w/bench/.venv/bin/python", "/w/bench/.venv/bin/dramatiq", "bench.peers.dramatiq_app"], "worker"),
     ("python", ["/w/bench/.venv/bin/python", "-m", "webhooks.clock"], "clock"),
     ("python", ["/w/bench/.venv/bin/python", "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf"], "web"),
-    ("python", ["/w/bench/.venv/bin/python", "/w/bench/receiver.py", "41000", "--quiet"], "receiver"),
-    ("python", ["/w/bench/.venv/bin/python", "-m", "bench.loadgen", "paced"], "bench"),
+    ("python", ["/w/bench/.venv/bin/python", "-m", "bench.kit.receiver", "41000", "--quiet"], "receiver"),
+    ("python", ["/w/bench/.venv/bin/python", "-m", "bench.kit.loadgen", "paced"], "bench"),
     ("sshd", ["sshd: /usr/sbin/sshd -D"], "other"),
 ])
 def test_every_process_on_the_machine_has_a_role(name: str, cmdline: list[str], role: str) -> None:

@@ -1,4 +1,4 @@
-"""The benchmark's load generator (bench/loadgen.py): 429s retried, bodies taken in turn, a paced sender stopped."""
+"""The benchmark's load generator (bench/kit/loadgen.py): 429s retried, bodies taken in turn, a paced sender stopped."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.loadgen import _burst, build_request
+from bench.kit.loadgen import _burst, build_request
 from tests.conftest import wait_until
 from tests.receivers import Receiver, always, sequence
 
@@ -39,7 +39,7 @@ def test_paced_sender_stops_on_sigterm_and_reports_every_request_it_started(tmp_
     body, out = tmp_path / "body.json", tmp_path / "out.json"
     body.write_bytes(b"{}")
     with Receiver(always(202, {"Content-Type": "application/json"}, b'{"id": "evt_1"}')) as receiver:
-        sender = subprocess.Popen([sys.executable, "-m", "bench.loadgen", "paced", "--url", receiver.url + "/v1/events",
+        sender = subprocess.Popen([sys.executable, "-m", "bench.kit.loadgen", "paced", "--url", receiver.url + "/v1/events",
                                    "--body-file", str(body), "--count", "10000", "--rate", "50", "--out", str(out)],
                                   cwd=ROOT)
         try:

@@ -1,4 +1,4 @@
-"""The benchmark receiver (bench/receiver.py): slow and climbing endpoints, and its per-request record."""
+"""The benchmark receiver (bench/kit/receiver.py): slow and climbing endpoints, and its per-request record."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Iterator
 import httpx
 import pytest
 
-from bench.local import free_port
-from bench.receiver import Counter, delay_seconds, raise_open_files_limit, start
-from bench.timeline import Call, parse_timeline
+from bench.kit.services import free_port
+from bench.kit.receiver import Counter, delay_seconds, raise_open_files_limit, start
+from bench.kit.timeline import Call, parse_timeline
 from tests.conftest import wait_until
 
 

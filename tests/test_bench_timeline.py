@@ -1,4 +1,4 @@
-"""The benchmark's figures from a receiver's record (bench/timeline.py) and its statistics (bench/stats.py)."""
+"""The benchmark's figures from a receiver's record (bench/kit/timeline.py) and its statistics (bench/kit/stats.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from bench.receiver import ABANDONED, ANSWERED, Counter
-from bench.stats import percentile, plateau_memory, steady_rate
-from bench.timeline import Call, in_flight_at, latency_buckets, mean_in_flight, parse_timeline, window_summary
+from bench.kit.receiver import ABANDONED, ANSWERED, Counter
+from bench.kit.stats import percentile, plateau_memory, steady_rate
+from bench.kit.timeline import Call, in_flight_at, latency_buckets, mean_in_flight, parse_timeline, window_summary
 
 
 def call(arrival: float, end: float | None, outcome: str = "a", in_flight: int = 1) -> Call:

@@ -18,9 +18,10 @@ ORDER = {
     "health": 5,
     "delivery": 6,
     "services": 7,  # actions, readiness: what the API and the console both call
-    "api": 8,
-    "console": 8,
-    "top": 9,  # the entry points: app, web, worker, clock, cli, listen
+    "pages": 8,  # the page kit the console and the portal share
+    "api": 9,
+    "console": 9,
+    "top": 10,  # the entry points: app, web, worker, clock, cli, listen
 }
 HELPERS = {"durations", "logs", "event_types", "tenant_share", "secrecy"}
 SHARED = {"config", "metrics"}

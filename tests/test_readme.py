@@ -32,8 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 #: Every page a reader is pointed to: the README and each ``docs/`` page.
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
-#: Pages whose links are checked as well (the bench's results link to each other).
-LINKED_PAGES = [*PAGES, *sorted((ROOT / "bench").glob("*.md"))]
+#: The benchmark's pages: their links are checked too, and the commands of its README (its results are
+#: history: they name commands as they were then).
+BENCH_PAGES = sorted((ROOT / "bench").glob("*.md"))
+LINKED_PAGES = [*PAGES, *BENCH_PAGES]
+COMMAND_PAGES = [*PAGES, ROOT / "bench" / "README.md"]
 OPERATING = ROOT / "docs" / "operating.md"
 
 #: A comment showing an HTTP status, e.g. ``# 202`` or ``# 202 {…}``.
@@ -120,7 +123,7 @@ def commands_of(program: str) -> list[str]:
     Inline ``a|b|c`` alternatives become one command each; ``[--option X]`` brackets are dropped.
     """
     found = []
-    for page in PAGES:
+    for page in COMMAND_PAGES:
         texts = shell_lines(page) + re.findall(r"`([^`\n]+)`", without_code_blocks(page.read_text()))
         for text in texts:
             for part in re.split(r"\s*(?:&&|\|(?=\s))\s*", text):
@@ -192,12 +195,25 @@ def test_every_python_command_the_pages_show_names_a_script_or_module_that_takes
             continue
         script = ROOT / words[0]
         assert script.is_file(), f"`{command}`: no file {words[0]}"
+        if words[0] == "bench/run.py":
+            accepts_options(command, words[1:])
+            continue
         known = script_options(script)
         for word in words[1:]:
             if word.startswith("--"):
                 assert word.split("=")[0] in known, f"`{command}`: {script.name} takes no {word}"
             elif word.isidentifier() and word.islower():
                 assert word in known, f"`{command}`: {script.name} has no command {word}"
+
+
+def accepts_options(command: str, words: list[str]) -> None:
+    """``bench/run.py`` parses ``words`` (its ``--help`` included), every step ``--only`` names existing."""
+    from bench.run import parse_args
+
+    try:
+        parse_args(words)
+    except SystemExit as exit:
+        assert exit.code == 0 and "--help" in words, f"`{command}`: bench/run.py refuses its options"
 
 
 def test_the_procfile_table_is_the_procfile() -> None:

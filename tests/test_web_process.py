@@ -112,16 +112,17 @@ def socket_gate() -> Iterator[SocketGate]:
 
 @pytest.fixture
 def start_web(tmp_path: Path) -> Iterator[Callable[..., str]]:
-    """``start_web(settings, **env)``: gunicorn as the Procfile runs it, serving ``tests.gated_app``; its URL."""
+    """``start_web(settings, app=…, **env)``: gunicorn as the Procfile runs it, serving ``app``
+    (``tests.gated_app`` by default); its URL."""
     running: list[subprocess.Popen[bytes]] = []
 
-    def start(settings: Settings, **env: str) -> str:
+    def start(settings: Settings, app: str = "tests.gated_app:create_app()", **env: str) -> str:
         port = unused_port()
         environment = {**settings_env(settings), "BIND": f"127.0.0.1:{port}", **env}
         log = tmp_path / f"gunicorn-{len(running)}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf", "tests.gated_app:create_app()"],
+                [sys.executable, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf", app],
                 cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT,
             )
         running.append(process)

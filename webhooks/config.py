@@ -99,6 +99,9 @@ class Settings:
     publish_timeout: float = 1.0
     relay_grace: float = 10.0
     public_url: str = "http://localhost:8000"
+    #: Peers whose ``X-Forwarded-For``/``-Proto`` are believed (``webhooks.pages.proxy``); the
+    #: variable gunicorn reads for the same purpose, with gunicorn's default. ``*``: any peer.
+    forwarded_allow_ips: str = "127.0.0.1,::1"
 
     def __post_init__(self) -> None:
         broker_parameters(self.amqp_url, self.publish_timeout)  # a bad AMQP_URL stops every process at start
@@ -144,6 +147,7 @@ class Settings:
             publish_timeout=float(env.get("PUBLISH_TIMEOUT", cls.publish_timeout)),
             relay_grace=float(env.get("RELAY_GRACE", cls.relay_grace)),
             public_url=env.get("PUBLIC_URL", cls.public_url),
+            forwarded_allow_ips=env.get("FORWARDED_ALLOW_IPS", cls.forwarded_allow_ips),
         )
         if isinstance(overrides.get("ladder"), str):
             overrides["ladder"] = Ladder.parse(overrides["ladder"])

@@ -1,20 +1,26 @@
 """Files the service serves itself outside the API and the console: ``/favicon.ico`` and the
-assets of the API documentation page ``/docs``, so no page needs the internet.
+API documentation page ``/docs`` with its assets, so no page needs the internet.
 
-``/docs`` is flask-smorest's Swagger UI page; its scripts and stylesheet are the Swagger UI
-distribution shipped by the pinned ``flask-swagger-ui`` package (Apache-2.0; its ``LICENSE`` and
-``VERSION`` are served beside them under ``/docs/assets/``).
+``/docs`` is Swagger UI: its scripts and stylesheet are the Swagger UI distribution shipped by the
+pinned ``flask-swagger-ui`` package (Apache-2.0; its ``LICENSE`` and ``VERSION`` are served beside
+them under ``/docs/assets/``). The page is ours rather than flask-smorest's, whose page starts
+Swagger UI with an inline script: ours loads ``/docs/init.js``, so its Content-Security-Policy
+(``webhooks.pages.headers.DOCS_POLICY``) allows no inline script or style.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+import json
 
 import flask_swagger_ui
-from flask import Blueprint, Flask, Response, send_from_directory
+from flask import Blueprint, Flask, Response, current_app, send_from_directory, url_for
+from markupsafe import Markup
 
-#: Where the favicon lives (a 16 and 32 px ICO).
+from webhooks.pages.headers import docs_headers
+
+#: Where the favicon and the docs page's start-up script live.
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 #: The Swagger UI distribution (``swagger-ui-bundle.js``, ``swagger-ui.css``, …) of the pinned package.
@@ -26,17 +32,39 @@ DOCS_ASSETS_URL = "/docs/assets/"
 #: Seconds browsers may keep these files: they change only with a release.
 MAX_AGE = 24 * 3600
 
+#: Swagger UI's settings: no badge from the online validator (an image from another host).
+SWAGGER_UI_CONFIG = {"validatorUrl": None, "deepLinking": True}
+
+DOCS_PAGE = Markup("""<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>{title}</title>
+  <link href="{assets}swagger-ui.css" rel="stylesheet">
+</head>
+<body>
+  <div id="swagger-ui-container" data-config="{config}"></div>
+  <script src="{assets}swagger-ui-standalone-preset.js"></script>
+  <script src="{assets}swagger-ui-bundle.js"></script>
+  <script src="/docs/init.js"></script>
+</body>
+</html>
+""")
+
 blueprint = Blueprint("site_files", __name__)
 
 
-def docs_config() -> dict[str, Any]:
-    """The flask-smorest settings that render ``/docs`` with Swagger UI from ``DOCS_ASSETS_URL``."""
-    return {
-        "OPENAPI_SWAGGER_UI_PATH": "/docs",
-        "OPENAPI_SWAGGER_UI_URL": DOCS_ASSETS_URL,
-        # No badge from the online validator: it is an image loaded from another host.
-        "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None, "deepLinking": True},
-    }
+@blueprint.get("/docs")
+def docs() -> Response:
+    """Swagger UI on the OpenAPI document, everything loaded from the service."""
+    config = {**SWAGGER_UI_CONFIG, "url": url_for("api-docs.openapi_json")}
+    page = DOCS_PAGE.format(title=current_app.config["API_TITLE"], assets=DOCS_ASSETS_URL, config=json.dumps(config))
+    return Response(page, mimetype="text/html", headers=docs_headers())
+
+
+@blueprint.get("/docs/init.js")
+def docs_script() -> Response:
+    return send_from_directory(STATIC_DIR, "docs-init.js", mimetype="text/javascript", max_age=MAX_AGE)
 
 
 @blueprint.get("/favicon.ico")

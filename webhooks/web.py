@@ -1,4 +1,5 @@
-"""The HTTP layer: the flask-smorest Api, its blueprints, the bearer scheme, JSON for every error.
+"""The HTTP layer: the flask-smorest Api, its blueprints, the bearer scheme, JSON for every error,
+and the security headers on every response (``webhooks.pages.headers``).
 
 Every error body has flask-smorest's shape ``{"code", "status", "message"?, "errors"?}``,
 including routing errors (404, 405), oversized bodies (413) and unexpected failures (500).
@@ -26,6 +27,7 @@ from webhooks.ingest.accept import RateLimited
 from webhooks.api import admission, body_limit, fast_ingest, register_blueprints
 from webhooks.api.admission import TooManyConcurrentRequests
 from webhooks.api.error_docs import ErrorResponsesPlugin, document_too_many_requests
+from webhooks.pages.headers import SecurityHeaders
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,9 @@ def init_web(app: Flask) -> None:
     app.request_class = body_limit.Request
     app.before_request(body_limit.reject_oversized_body)
     fast_ingest.install(app)
-    admission.install(app, app.extensions["webhooks.settings"].tenant_max_concurrent_requests)  # outermost
+    admission.install(app, app.extensions["webhooks.settings"].tenant_max_concurrent_requests)
+    # Around even the admission's own 429s: it only adds headers, so admission still sees every request first.
+    app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]
 
     def http_error(error: HTTPException) -> ErrorResponse:
         payload, code, headers = api.handle_http_exception(error)

@@ -12,7 +12,7 @@ import time
 
 import pika
 
-from bench.payload import webhook_body
+from bench.kit.payload import webhook_body
 
 
 def floor(queue: str, url: str, count: int, amqp_url: str) -> None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 from playwright.sync_api import Browser, Route, expect
 
 from tests.console.test_console_browser import ARTIFACTS, base_url, browser  # noqa: F401 (fixtures)
+from tests.console.test_console_pages_browser import WATCH_CSP
 
 
-def test_docs_page_renders_the_operations_with_no_host_but_the_service_reachable(
+def test_docs_page_renders_the_operations_with_no_host_but_the_service_reachable_and_no_inline_script(
     browser: Browser, base_url: str  # noqa: F811 (fixtures)
 ) -> None:
     context = browser.new_context(viewport={"width": 1366, "height": 900})
@@ -25,12 +26,15 @@ def test_docs_page_renders_the_operations_with_no_host_but_the_service_reachable
 
     context.route("**/*", only_the_service)
     page = context.new_page()
-    page.goto(f"{base_url}/docs")
+    page.add_init_script(WATCH_CSP)
+    response = page.goto(f"{base_url}/docs")
 
     expect(page.get_by_text("/v1/events", exact=True).first).to_be_visible(timeout=15_000)
     expect(page.get_by_text("/v1/endpoints/{endpoint_id}/recover", exact=True).first).to_be_visible()
     assert page.locator(".opblock").count() >= 10  # one block per operation of the OpenAPI document
     assert blocked == []
+    assert page.evaluate("window.cspViolations") == []
+    assert response is not None and "script-src 'self';" in response.headers["content-security-policy"]
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "api-docs.png"))
     context.close()

@@ -10,6 +10,7 @@ from flask.testing import FlaskClient
 
 from tests.conftest import IngestClock
 from tests.api_helpers import create_endpoint, row_counts
+from webhooks.pages.headers import SecurityHeaders
 
 
 @pytest.fixture
@@ -18,7 +19,8 @@ def fast_and_slow(make_app: Callable[..., Flask]) -> tuple[Flask, Flask]:
     fast = make_app()
     slow = make_app()
     slow.config["FAST_INGEST"] = False
-    slow.wsgi_app = Flask.wsgi_app.__get__(slow)  # type: ignore[method-assign]
+    # Flask alone, in the security headers every answer gets (webhooks.pages.headers).
+    slow.wsgi_app = SecurityHeaders(Flask.wsgi_app.__get__(slow))  # type: ignore[method-assign]
     return fast, slow
 
 

@@ -8,16 +8,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from webhooks.console import charts
-from webhooks.console.formatting import (
-    cause_label,
-    duration_text,
-    parse_when,
-    relative,
-    tier_label,
-    utc_text,
-)
+from webhooks.console.formatting import actor_label, cause_detail, cause_label, parse_when, tier_label
 from webhooks.console.stats import HourStat, hourly
 from webhooks.messaging.ladder import Ladder
+from webhooks.pages.text import duration_text, relative, utc_text
 
 NOW = datetime(2026, 11, 22, 10, 30)
 
@@ -100,7 +94,23 @@ def test_times_durations_tiers_and_causes_read_as_people_say_them() -> None:
         "first try", "tier 1 (after 5s)", "tier 3 (after 30m)", "tier 4"]
     assert tier_label(5, "resend", ladder) == "manual resend" and tier_label(2, "recover", ladder) == "recover / replay"
     assert (cause_label("http_status", 503), cause_label(None, 500), cause_label("blocked_address", None)) == (
-        "HTTP 503", "HTTP 500", "blocked address")
+        "HTTP 503 Service Unavailable: an error at the receiver", "HTTP 500 Internal Server Error: an error at the receiver",
+        "the address is not allowed (loopback, private or reserved)")
+    assert cause_label("http_status", 429) == "HTTP 429 Too Many Requests: the receiver asked us to slow down"
+    assert cause_label("redirect", 302) == "HTTP 302 Found: a redirect, which is not followed"
+    assert cause_label("timeout", None) == "timed out: no answer within the time limit"
+    assert cause_label("something_new", None) == "failed (something new)"
+
+
+def test_a_cause_shows_the_error_text_only_where_it_says_more_than_the_label() -> None:
+    assert cause_detail("HTTP 500", 500) is None and cause_detail(" HTTP 500 ", 500) is None
+    assert cause_detail("HTTP 410 Gone: endpoint disabled", 410) == "HTTP 410 Gone: endpoint disabled"
+    assert cause_detail("ConnectError: refused", None) == "ConnectError: refused" and cause_detail(None, None) is None
+
+
+def test_who_did_it_reads_as_a_person_would_say_it() -> None:
+    assert actor_label("cli:root") == "root on the command line"
+    assert actor_label("ana@example.com") == "ana@example.com" and actor_label("cli:") == "cli:"
 
 
 def test_times_in_filters_are_durations_ago_or_iso_dates_in_utc() -> None:

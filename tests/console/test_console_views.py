@@ -108,7 +108,7 @@ def test_event_page_shows_the_payload_and_every_attempt_with_tier_headers_and_re
     assert XSS not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "first try" in html and "tier 1 (after 1s)" in html and "tier 2 (after 2s)" in html and "manual resend" in html
     assert "webhook-signature: v1,c2lnbmF0dXJl" in html
-    assert "1.50 s" in html and "timeout" in html and "read timed out" in html
+    assert "1.50 s" in html and "timed out: no answer within the time limit" in html and "read timed out" in html
     assert "3 min ago" in html and "UTC" in html
     assert f'/console/deliveries/{delivery.id}/resend' in html
 
@@ -132,8 +132,7 @@ def test_resend_queues_a_fresh_attempt_and_is_audited(client: FlaskClient, heade
     delivery = failed_delivery(client, headers)
     user = log_in(client, "operator")
 
-    response = client.post(f"/console/deliveries/{delivery.id}/resend", data={"csrf_token": "test-csrf-token"},
-                           follow_redirects=True)
+    response = post_form(client, f"/console/deliveries/{delivery.id}/resend", follow_redirects=True)
 
     html = response.get_data(as_text=True)
     assert response.status_code == 200 and f"Resend of {delivery.id} queued" in html
@@ -198,8 +197,7 @@ def test_resend_while_the_broker_is_down_says_nothing_changed(make_app, headers,
     down = make_app(amqp_url=DEAD_AMQP_URL).test_client()
     log_in(down, "operator")
 
-    response = down.post(f"/console/deliveries/{delivery.id}/resend", data={"csrf_token": "test-csrf-token"},
-                         follow_redirects=True)
+    response = post_form(down, f"/console/deliveries/{delivery.id}/resend", follow_redirects=True)
 
     assert "Nothing was changed" in response.get_data(as_text=True)
     assert "No operator action yet" in page(down, "/console/audit")
@@ -242,11 +240,11 @@ def test_disable_and_enable_go_through_the_actions_and_are_audited(client: Flask
     endpoint = create_endpoint(client, headers)["id"]
     user = log_in(client, "operator")
 
-    disabled = client.post(f"/console/endpoints/{endpoint}/disable", data={"csrf_token": "test-csrf-token", "reason": "customer asked"})
+    disabled = post_form(client, f"/console/endpoints/{endpoint}/disable", {"reason": "customer asked"})
     assert disabled.status_code == 303
     row = Endpoint.get_by_id(endpoint)
     assert row.disabled and row.disabled_reason == "customer asked"
-    client.post(f"/console/endpoints/{endpoint}/enable", data={"csrf_token": "test-csrf-token"})
+    post_form(client, f"/console/endpoints/{endpoint}/enable")
     assert not Endpoint.get_by_id(endpoint).disabled
 
     html = page(client, f"/console/endpoints/{endpoint}")
@@ -257,10 +255,10 @@ def test_recover_since_resends_the_endpoints_dead_letters(client: FlaskClient, h
     delivery = failed_delivery(client, headers)
     log_in(client, "operator")
 
-    response = client.post(f"/console/endpoints/{delivery.endpoint_id}/recover",
-                           data={"csrf_token": "test-csrf-token", "since": "1h"}, follow_redirects=True)
-    bad = client.post(f"/console/endpoints/{delivery.endpoint_id}/recover",
-                      data={"csrf_token": "test-csrf-token", "since": "whenever"}, follow_redirects=True)
+    response = post_form(client, f"/console/endpoints/{delivery.endpoint_id}/recover", {"since": "1h"},
+                         follow_redirects=True)
+    bad = post_form(client, f"/console/endpoints/{delivery.endpoint_id}/recover", {"since": "whenever"},
+                    follow_redirects=True)
 
     assert ": 1 failed queued for a fresh attempt now; 0 parked stay parked" in response.get_data(as_text=True)
     assert Delivery.get_by_id(delivery.id).next_attempt_at is not None
@@ -378,3 +376,32 @@ def test_unknown_ids_and_paths_are_html_404_pages(client: FlaskClient, database_
                  "/console/replays/999", "/console/no/such/page"):
         html = page(client, path, status=404)
         assert "<html" in html and "404" in html and "Traceback" not in html
+
+
+def test_failures_by_cause_say_what_happened_once_in_words(client: FlaskClient, headers) -> None:
+    """34.11: the cause read ``HTTP 500`` with ``HTTP 500`` again under it."""
+    delivery = failed_delivery(client, headers, attempts=0)
+    make_attempt(delivery.id, 1, response_status=500, error_class="http_status", error="HTTP 500")
+    log_in(client, "viewer")
+
+    html = page(client, f"/console/endpoints/{delivery.endpoint_id}")
+
+    causes = html.split('id="causes"')[1].split("</section>")[0]
+    assert "HTTP 500 Internal Server Error: an error at the receiver" in causes
+    assert causes.count("HTTP 500") == 1
+
+
+def test_recent_operator_actions_read_as_sentences(app, client: FlaskClient, headers) -> None:
+    """34.11: the overview said ``cli:root · replay_all 1``."""
+    delivery = failed_delivery(client, headers)
+    replayed = app.test_cli_runner().invoke(args=["dlq", "replay", "--endpoint", delivery.endpoint_id])
+    user = log_in(client, "operator")
+    post_form(client, f"/console/endpoints/{delivery.endpoint_id}/disable", {"reason": "customer asked"})
+
+    html = page(client, "/console/")
+
+    actions = " ".join(html.split('id="recent-actions"')[1].split("</section>")[0].split())
+    assert replayed.exit_code == 0, replayed.output
+    assert " on the command line</strong> replayed 1 dead letter (endpoint " in actions and ">replay job " in actions
+    assert f"<strong>{user.email}</strong> disabled endpoint <a" in actions and "(“customer asked”)" in actions
+    assert "replay_all" not in actions and "cli:" not in actions

@@ -1,10 +1,11 @@
 """The support console under /console: staff find what happened to an event or endpoint, and fix it.
 
-``blueprint`` and ``views/`` are the pages, ``queries`` and ``stats`` what they read,
-``charts`` and ``formatting`` how they show it, ``auth`` and ``audit`` who is signed in
-and what they did, ``replay`` and ``cli`` the staff's resends and recoveries.
+``blueprint`` and ``views/`` are the pages (on the page kit, ``webhooks.pages``), ``queries`` and
+``stats`` what they read, ``charts`` and ``formatting`` how they show it, ``auth``,
+``login_throttle`` and ``audit`` who is signed in, how often one may guess, and what they did,
+``replay`` and ``cli`` the staff's resends and recoveries.
 
-May import: every stage, the shared modules at the top and ``actions``; not the API.
+May import: every stage, the shared modules at the top, ``actions`` and ``pages``; not the API.
 """
 
 from __future__ import annotations
@@ -13,14 +14,10 @@ from flask import Flask
 
 
 def init_app(app: Flask) -> None:
-    """Register the console blueprint, its session-cookie settings and its ``flask`` commands."""
+    """Register the console blueprint on the page kit and its ``flask`` commands."""
+    from webhooks import pages
     from webhooks.console import auth, cli, views  # noqa: F401 - importing registers the routes
-    from webhooks.console.blueprint import bp
+    from webhooks.console.blueprint import SITE, bp
 
-    settings = app.extensions["webhooks.settings"]
-    app.config["SESSION_COOKIE_HTTPONLY"] = True
-    app.config["SESSION_COOKIE_SAMESITE"] = app.config.get("SESSION_COOKIE_SAMESITE") or "Lax"
-    if settings.public_url.startswith("https://"):
-        app.config["SESSION_COOKIE_SECURE"] = True
-    app.register_blueprint(bp)
+    pages.register(app, bp, SITE)
     cli.init_app(app)

@@ -1,24 +1,24 @@
-"""Staff accounts and sessions: password login, roles (viewer, operator), CSRF tokens, logout.
+"""Staff accounts and sessions: password login, roles (viewer, operator), logout, password changes.
 
-Sessions are Flask's signed cookie (HttpOnly, SameSite=Lax). Every POST inside /console
-carries the session's CSRF token; a missing or stale one is a 400. A wrong password gets
-one generic message after a delay, whether or not the email exists.
+Sessions are the page kit's server-side sessions (``webhooks.pages.sessions``): the cookie holds
+a random token, the database its hash, and every request looks it up. Logging out ends the
+session; changing a password or deactivating an account ends all of that person's sessions, in
+every browser, on the next request. CSRF tokens are bound to the session and die with it.
+
+Logins are throttled per account and per client address (``login_throttle``): past the limit a
+429 with ``Retry-After`` at once. A wrong password and an unknown email get the same message and
+the same work (a password hash is checked either way); nothing sleeps.
 """
 
 from __future__ import annotations
 
 import functools
-import hmac
 import secrets
-import time
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 from flask import (
     abort,
-    current_app,
     flash,
     g,
     redirect,
@@ -30,16 +30,14 @@ from flask import (
 from werkzeug.security import check_password_hash, generate_password_hash
 from werkzeug.wrappers import Response
 
-from webhooks.console.blueprint import bp
+from webhooks.console import login_throttle
+from webhooks.console.blueprint import SITE, bp
 from webhooks.console.models import ROLES, StaffUser
+from webhooks.pages import sessions
+from webhooks.pages.errors import safe_path
+from webhooks.pages.proxy import client_address
 from webhooks.storage.db import write
 from webhooks.storage.timeutil import utcnow
-
-#: Seconds a failed login waits before answering (``CONSOLE_LOGIN_DELAY`` overrides it).
-LOGIN_FAILURE_DELAY = 1.0
-
-#: A session older than this must log in again.
-SESSION_LIFETIME = timedelta(hours=12)
 
 #: Checked when the email is unknown, so that case takes as long as a wrong password.
 _DUMMY_HASH = generate_password_hash(secrets.token_hex(16))
@@ -47,11 +45,19 @@ _DUMMY_HASH = generate_password_hash(secrets.token_hex(16))
 #: Console endpoints reachable without a session.
 PUBLIC_ENDPOINTS = frozenset({"console.login", "console.static"})
 
+#: The shortest password a staff account may have.
+MIN_PASSWORD_LENGTH = 8
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class StaffError(ValueError):
-    """A staff account could not be created as asked."""
+    """A staff account could not be created or changed as asked."""
+
+
+def _check_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise StaffError(f"the password must be at least {MIN_PASSWORD_LENGTH} characters")
 
 
 def create_staff(email: str, password: str, role: str) -> StaffUser:
@@ -61,12 +67,34 @@ def create_staff(email: str, password: str, role: str) -> StaffUser:
         raise StaffError(f"role must be one of {', '.join(ROLES)}")
     if "@" not in email:
         raise StaffError("the email must contain @")
-    if len(password) < 8:
-        raise StaffError("the password must be at least 8 characters")
+    _check_password(password)
     with write():
         if StaffUser.select().where(StaffUser.email == email).exists():
             raise StaffError(f"a staff account {email} exists already")
         return StaffUser.create(email=email, password_hash=generate_password_hash(password), role=role)
+
+
+def staff_named(email: str) -> StaffUser:
+    """The account with this email; StaffError if there is none."""
+    user = StaffUser.get_or_none(StaffUser.email == email.strip().lower())
+    if user is None:
+        raise StaffError(f"no staff account {email.strip().lower()}")
+    return user
+
+
+def set_password(user: StaffUser, password: str) -> int:
+    """Give ``user`` a new password and end every session they have; how many were ended."""
+    _check_password(password)
+    with write():
+        StaffUser.update(password_hash=generate_password_hash(password)).where(StaffUser.id == user.id).execute()
+        return sessions.end_all(SITE.name, str(user.id))
+
+
+def set_active(user: StaffUser, active: bool) -> int:
+    """Activate or deactivate ``user``; deactivating ends every session they have (how many)."""
+    with write():
+        StaffUser.update(active=active).where(StaffUser.id == user.id).execute()
+        return 0 if active else sessions.end_all(SITE.name, str(user.id))
 
 
 def authenticate(email: str, password: str) -> StaffUser | None:
@@ -74,13 +102,6 @@ def authenticate(email: str, password: str) -> StaffUser | None:
     user = StaffUser.get_or_none(StaffUser.email == email.strip().lower())
     valid = check_password_hash(user.password_hash if user else _DUMMY_HASH, password)
     return user if valid and user is not None and user.active else None
-
-
-def csrf_token() -> str:
-    """The session's CSRF token (made on first use)."""
-    if "csrf" not in session:
-        session["csrf"] = secrets.token_urlsafe(32)
-    return str(session["csrf"])
 
 
 def current_staff() -> StaffUser:
@@ -102,17 +123,7 @@ def operator_required(view: F) -> F:
 
 @bp.context_processor
 def auth_helpers() -> dict[str, Any]:
-    return {"csrf_token": csrf_token, "staff": g.get("staff")}
-
-
-@bp.before_request
-def check_csrf() -> None:
-    """Every state-changing request carries the session's token (a 400 otherwise)."""
-    if request.method in ("GET", "HEAD", "OPTIONS"):
-        return
-    sent, expected = request.form.get("csrf_token", ""), session.get("csrf")
-    if not sent or not expected or not hmac.compare_digest(str(sent), str(expected)):
-        abort(400, "The form had expired or did not come from the console. Reload the page and try again.")
+    return {"staff": g.get("staff")}
 
 
 @bp.before_request
@@ -128,43 +139,48 @@ def require_login() -> Response | None:
 
 
 def _session_user() -> StaffUser | None:
-    staff_id, started = session.get("staff_id"), session.get("login_at", 0)
-    if staff_id is None or time.time() - started > SESSION_LIFETIME.total_seconds():
+    row = sessions.current(SITE)
+    if row is None:
         return None
-    user = StaffUser.get_or_none(StaffUser.id == staff_id)
+    user = StaffUser.get_or_none(StaffUser.id == int(row.subject))
     return user if user is not None and user.active else None
 
 
 def _safe_next(target: str | None) -> str:
     """Only paths inside the console: never an open redirect to another site."""
-    if target:
-        parsed = urlparse(target)
-        if not parsed.scheme and not parsed.netloc and target.startswith("/console") and "\\" not in target:
-            return target
-    return url_for("console.overview")
+    return safe_path(target, "/console", url_for("console.overview"))
 
 
 @bp.route("/login", methods=["GET", "POST"])
-def login() -> Response | str | tuple[str, int]:
-    """The login form; a session cookie on success."""
+def login() -> Response | str | tuple[str, int, dict[str, str]]:
+    """The login form; a session on success, a 429 at once past the throttle's limits."""
     if request.method == "GET":
         if g.get("staff"):
             return redirect(_safe_next(request.args.get("next")))
         return render_template("console/login.html", next=request.args.get("next", ""))
-    user = authenticate(request.form.get("email", ""), request.form.get("password", ""))
-    if user is None:
-        time.sleep(current_app.config.get("CONSOLE_LOGIN_DELAY", LOGIN_FAILURE_DELAY))
-        flash("Email or password is incorrect.", "error")
-        page = render_template("console/login.html", next=request.form.get("next", ""), email=request.form.get("email", ""))
-        return page, 401
-    session.clear()
-    session.update(staff_id=user.id, login_at=time.time(), csrf=secrets.token_urlsafe(32))
+    email, address = request.form.get("email", "").strip().lower(), client_address(request)
+    with login_throttle.login_slot() as free:
+        refusal = login_throttle.take_attempt(email, address, utcnow()) if free else login_throttle.BUSY
+        if refusal is not None:
+            return _login_again(str(refusal), 429, {"Retry-After": str(refusal.retry_after)})
+        user = authenticate(email, request.form.get("password", ""))
+        if user is None:
+            return _login_again("Email or password is incorrect.", 401)
+        login_throttle.forgive(email, address, utcnow())
+    session.pop("csrf", None)  # the login form's token: signed in, the session's own is used
+    sessions.start(SITE, str(user.id))
     StaffUser.update(last_login_at=utcnow()).where(StaffUser.id == user.id).execute()
     return redirect(_safe_next(request.form.get("next")), 303)
 
 
+def _login_again(message: str, status: int, headers: dict[str, str] | None = None) -> tuple[str, int, dict[str, str]]:
+    flash(message, "error")
+    page = render_template("console/login.html", next=request.form.get("next", ""), email=request.form.get("email", ""))
+    return page, status, headers or {}
+
+
 @bp.route("/logout", methods=["POST"])
 def logout() -> Response:
-    session.clear()
+    sessions.end(SITE)
     flash("You are logged out.", "info")
     return redirect(url_for("console.login"), 303)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 
 import click
 from flask import Flask, current_app
 
 from webhooks import actions
-from webhooks.console import audit, replay
-from webhooks.console.auth import StaffError, create_staff
+from webhooks.console import audit, login_throttle, replay
+from webhooks.console.auth import StaffError, create_staff, set_active, set_password, staff_named
 from webhooks.console.models import ROLES, ReplayJob, StaffUser
 from webhooks.console.queries import DeliveryFilter, FilterError
 from webhooks.storage.db import connection
@@ -23,6 +24,19 @@ def _read_password(from_stdin: bool) -> str:
     if from_stdin:
         return sys.stdin.readline().rstrip("\r\n")
     return str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
+
+
+def _sessions(count: int) -> str:
+    return f"{count} session{'s' if count != 1 else ''}"
+
+
+def _change_staff(email: str, change: Callable[[StaffUser], str]) -> None:
+    """Apply ``change`` to the staff account ``email`` and print what it says (an error if there is none)."""
+    with connection():
+        try:
+            click.echo(change(staff_named(email)))
+        except StaffError as error:
+            raise click.ClickException(str(error)) from None
 
 
 def _run_with_progress(job: ReplayJob) -> ReplayJob:
@@ -57,6 +71,44 @@ def init_app(app: Flask) -> None:
             except StaffError as error:
                 raise click.ClickException(str(error)) from None
         click.echo(json.dumps({"id": user.id, "email": user.email, "role": user.role}))
+
+    @staff_group.command("set-password")
+    @click.argument("email")
+    @click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+    def staff_set_password(email: str, password_stdin: bool) -> None:
+        """Give a staff account a new password; every session it has ends at once."""
+        password = _read_password(password_stdin)
+
+        def change(user: StaffUser) -> str:
+            ended = set_password(user, password)
+            login_throttle.unlock(user.email)
+            return f"password changed; {_sessions(ended)} ended"
+
+        _change_staff(email, change)
+
+    @staff_group.command("disable")
+    @click.argument("email")
+    def staff_disable(email: str) -> None:
+        """Deactivate a staff account: it cannot log in, and every session it has ends at once."""
+        _change_staff(email, lambda user: f"{user.email} disabled; {_sessions(set_active(user, False))} ended")
+
+    @staff_group.command("enable")
+    @click.argument("email")
+    def staff_enable(email: str) -> None:
+        """Let a deactivated staff account log in again."""
+        def enable(user: StaffUser) -> str:
+            set_active(user, True)
+            return f"{user.email} enabled"
+
+        _change_staff(email, enable)
+
+    @staff_group.command("unlock")
+    @click.argument("email")
+    def staff_unlock(email: str) -> None:
+        """Let an account that reached the login limit try again now (its address limit stays)."""
+        with connection():
+            login_throttle.unlock(email.strip().lower())
+        click.echo(f"{email.strip().lower()} may log in again")
 
     @staff_group.command("list")
     def staff_list() -> None:

@@ -1,44 +1,17 @@
-"""Pure text helpers of the console: UTC and relative times, durations, tiers, causes, JSON."""
+"""Pure text helpers of the console: tiers, who asked or acted, failure causes in words, times typed in forms.
+
+(Times, durations and JSON for people are the page kit's: ``webhooks.pages.text``.)
+"""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
-from typing import Any
+from http import HTTPStatus
 
 from webhooks.durations import name_ms, parse_seconds
 from webhooks.messaging.ladder import Ladder
 from webhooks.storage.statuses import LADDER_STATUSES
 from webhooks.storage.timeutil import to_naive_utc
-
-#: (seconds in the unit, singular, plural) from largest to smallest, for "3 min ago".
-_UNITS = ((86_400, "day", "days"), (3_600, "h", "h"), (60, "min", "min"), (1, "s", "s"))
-
-
-def utc_text(value: datetime | None) -> str:
-    """``2026-11-22 10:00:03 UTC`` (the console shows every time in UTC)."""
-    return "" if value is None else f"{value:%Y-%m-%d %H:%M:%S} UTC"
-
-
-def relative(value: datetime, now: datetime) -> str:
-    """``3 min ago``, ``in 2 h``, ``just now``: the largest whole unit of the distance to ``now``."""
-    delta = (value - now).total_seconds()
-    distance = abs(delta)
-    if distance < 5:
-        return "just now"
-    for size, singular, plural in _UNITS:
-        if distance >= size:
-            count = int(distance // size)
-            text = f"{count} {singular if count == 1 else plural}"
-            return f"in {text}" if delta > 0 else f"{text} ago"
-    raise AssertionError("unreachable: distance >= 5 s")
-
-
-def duration_text(ms: float | None) -> str:
-    """``12 ms``, ``1.25 s``: how long an attempt took."""
-    if ms is None:
-        return ""
-    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
 
 
 def tier_label(ladder_no: int, trigger: str, ladder: Ladder) -> str:
@@ -72,16 +45,54 @@ def requester_label(kind: str, name: str, key_name: str | None = None) -> str:
     return f"{name} (staff)"
 
 
+#: What each error class of an attempt means, for people.
+ERROR_CLASSES = {
+    "timeout": "timed out: no answer within the time limit",
+    "connection": "could not connect (connection refused, reset or unreachable)",
+    "dns": "the host name did not resolve",
+    "tls": "the TLS handshake failed (certificate or protocol)",
+    "blocked_address": "the address is not allowed (loopback, private or reserved)",
+    "protocol": "the answer was not valid HTTP",
+}
+
+
+def _status_meaning(status: int) -> str:
+    if status == 410:
+        return "the receiver says the endpoint is gone, so it was disabled"
+    if status == 429:
+        return "the receiver asked us to slow down"
+    if 300 <= status < 400:
+        return "a redirect, which is not followed"
+    if 400 <= status < 500:
+        return "the receiver refused the request"
+    if status >= 500:
+        return "an error at the receiver"
+    return "not a success"
+
+
 def cause_label(error_class: str | None, response_status: int | None) -> str:
-    """What went wrong in one phrase: ``HTTP 500``, ``timeout``, ``connection``."""
-    if error_class in (None, "http_status") and response_status is not None:
-        return f"HTTP {response_status}"
-    return (error_class or "unknown").replace("_", " ")
+    """What went wrong, in words: ``HTTP 500 Internal Server Error: an error at the receiver``,
+    ``timed out: no answer within the time limit``."""
+    if error_class in (None, "http_status", "redirect") and response_status is not None:
+        try:
+            phrase = f" {HTTPStatus(response_status).phrase}"
+        except ValueError:
+            phrase = ""
+        return f"HTTP {response_status}{phrase}: {_status_meaning(response_status)}"
+    return ERROR_CLASSES.get(error_class or "", f"failed ({(error_class or 'unknown reason').replace('_', ' ')})")
 
 
-def pretty_json(value: Any) -> str:
-    """Indented JSON for people (escaped by the template like any other text)."""
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+def cause_detail(error: str | None, response_status: int | None) -> str | None:
+    """The stored error text where it says more than the cause's label (``HTTP 500`` says nothing more)."""
+    if not error or (response_status is not None and error.strip() == f"HTTP {response_status}"):
+        return None
+    return error
+
+
+def actor_label(actor: str) -> str:
+    """Who did something, for people: ``root on the command line``, or the staff member's email."""
+    kind, _, name = actor.partition(":")
+    return f"{name} on the command line" if kind == "cli" and name else actor
 
 
 def parse_when(text: str, now: datetime) -> datetime:

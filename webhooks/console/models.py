@@ -82,5 +82,18 @@ class ReplayJob(ConsoleModel):
         return 100 if not self.total else min(100, int(self.done * 100 / self.total))
 
 
+class LoginThrottle(ConsoleModel):
+    """Login attempts counted for one key (an account, a client address) in a fixed window
+    (``webhooks.console.login_throttle``): a row shared by every web process."""
+
+    #: ``account:`` or ``address:`` and the SHA-256 of the email or address (no addresses kept in the clear).
+    key = peewee.CharField(primary_key=True, max_length=80)
+    attempts = peewee.IntegerField()
+    window_started_at = peewee.DateTimeField()
+
+    class Meta:
+        indexes = ((("window_started_at",), False),)
+
+
 #: Creation order (parents first); tests truncate these with ``webhooks.storage.models.ALL_MODELS``.
-CONSOLE_MODELS: tuple[type[ConsoleModel], ...] = (StaffUser, AuditEntry, ReplayJob)
+CONSOLE_MODELS: tuple[type[ConsoleModel], ...] = (StaffUser, AuditEntry, ReplayJob, LoginThrottle)

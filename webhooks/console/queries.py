@@ -158,6 +158,18 @@ class Page:
     next_before: str | None
 
 
+#: The largest id of the console's own tables (``AutoField``: a 32-bit integer on PostgreSQL).
+MAX_ROW_ID = 2**31 - 1
+
+
+def row_id_cursor(text: str | None) -> int | None:
+    """A ``before`` cursor over an integer id, or None for anything that is not one (``²``, ``10**30``)."""
+    if not text or not text.isascii() or not text.isdigit():
+        return None
+    number = int(text)
+    return number if number <= MAX_ROW_ID + 1 else None
+
+
 def page(query: peewee.ModelSelect[Any], key: peewee.Field, before: Any, size: int = PAGE_SIZE) -> Page:
     """Keyset paging on a unique, time-ordered id column (ids sort by creation time)."""
     if before:

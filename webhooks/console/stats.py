@@ -12,7 +12,7 @@ import pika
 import pika.exceptions
 
 from webhooks.messaging.brokers import connect
-from webhooks.console.formatting import cause_label
+from webhooks.console.formatting import cause_detail, cause_label
 from webhooks.console.queries import UNDELIVERED
 from webhooks.storage.models import Attempt, Delivery, Endpoint, Tenant
 from webhooks.messaging.topology import Topology
@@ -75,7 +75,8 @@ def endpoint_hourly(endpoint_id: str, now: datetime) -> list[HourStat]:
 
 @dataclass(frozen=True)
 class Cause:
-    """Failed attempts that share a cause (error class or HTTP status)."""
+    """Failed attempts that share a cause (error class or HTTP status); ``sample_error`` the latest
+    one's error text where it says more than ``label``."""
 
     label: str
     count: int
@@ -103,7 +104,8 @@ def failure_causes(endpoint_id: str, since: datetime) -> list[Cause]:
             .first()
         )
         label = cause_label(error_class, status)
-        cause = Cause(label, count, latest.started_at, latest.error, latest.delivery_id, latest.event_id)
+        detail = cause_detail(latest.error, status)
+        cause = Cause(label, count, latest.started_at, detail, latest.delivery_id, latest.event_id)
         if label in causes:  # e.g. a timeout with and without a status: one cause
             newer = max(causes[label], cause, key=lambda item: item.last_seen)
             cause = replace(newer, count=causes[label].count + count)

@@ -3,8 +3,8 @@
 Claiming a batch of attempts, moving the deliveries past them, marking them published,
 spilling a backlog to the database and taking it back are each one statement for a
 whole batch (a ``VALUES`` list joined to the table) instead of one peewee query per
-delivery: ``bench/core.py`` measured it. The text is built once per shape; the callers
-pass the parameters in the order each function names.
+delivery: the ``core`` step of ``bench/run.py`` measured it. The text is built once per
+shape; the callers pass the parameters in the order each function names.
 """
 
 from __future__ import annotations

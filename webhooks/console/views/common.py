@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 import peewee
 from flask import abort, flash, redirect, request
@@ -14,6 +13,7 @@ from webhooks import actions
 from webhooks.console import audit
 from webhooks.console.auth import current_staff
 from webhooks.console.queries import DeliveryFilter, FilterError
+from webhooks.pages.errors import FieldErrors, safe_path
 
 M = TypeVar("M", bound=peewee.Model)
 
@@ -28,11 +28,7 @@ def get_or_404(model: type[M], object_id: str | int, noun: str) -> M:
 
 def back(default: str) -> str:
     """Where a form asked to go afterwards (``next``), if it is a console path; else ``default``."""
-    target = request.form.get("next", "")
-    parsed = urlparse(target)
-    if target.startswith("/console") and not parsed.scheme and not parsed.netloc and "\\" not in target:
-        return target
-    return default
+    return safe_path(request.form.get("next"), "/console", default)
 
 
 def staff_requester() -> actions.Requester:
@@ -62,9 +58,9 @@ def perform(
     return redirect(redirect_to, 303)
 
 
-def read_filter(args: Any, now: Any, **fixed: Any) -> tuple[DeliveryFilter, dict[str, str]]:
+def read_filter(args: Any, now: Any, **fixed: Any) -> tuple[DeliveryFilter, FieldErrors]:
     """The list filter from the query string and the errors per field (an empty filter when there are some)."""
     try:
-        return DeliveryFilter.from_args(args, now, **fixed), {}
+        return DeliveryFilter.from_args(args, now, **fixed), FieldErrors()
     except FilterError as error:
-        return DeliveryFilter(**fixed), {error.field: str(error)}
+        return DeliveryFilter(**fixed), FieldErrors({error.field: str(error)})

@@ -18,7 +18,7 @@ from webhooks.console import audit, replay
 from webhooks.console.auth import current_staff, operator_required
 from webhooks.console.blueprint import bp
 from webhooks.console.models import ReplayJob
-from webhooks.console.queries import DeliveryFilter, page
+from webhooks.console.queries import MAX_ROW_ID, DeliveryFilter, page, row_id_cursor
 from webhooks.console.views.common import get_or_404, read_filter
 from webhooks.storage.models import Delivery
 
@@ -57,11 +57,11 @@ def replay_all() -> Response:
 @bp.route("/replays")
 def replay_jobs() -> str:
     before = request.args.get("before")
-    results = page(ReplayJob.select(), ReplayJob.id, int(before) if before and before.isdigit() else None)
+    results = page(ReplayJob.select(), ReplayJob.id, row_id_cursor(before))
     return render_template("console/replays.html", results=results)
 
 
-@bp.route("/replays/<int:job_id>")
+@bp.route(f"/replays/<int(max={MAX_ROW_ID}):job_id>")
 def replay_job(job_id: int) -> str:
     """The job's progress bar; the page refreshes itself while the job runs."""
     job = get_or_404(ReplayJob, job_id, "replay job")
@@ -69,7 +69,7 @@ def replay_job(job_id: int) -> str:
     return render_template("console/replay.html", job=job, stale=replay.is_stale(job), filters=filters)
 
 
-@bp.route("/replays/<int:job_id>/resume", methods=["POST"])
+@bp.route(f"/replays/<int(max={MAX_ROW_ID}):job_id>/resume", methods=["POST"])
 @operator_required
 def replay_resume(job_id: int) -> Response:
     """Carry on a job that failed or whose runner died; what it replayed already is skipped."""

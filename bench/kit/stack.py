@@ -1,0 +1,416 @@
+"""The service under test, run the way the Procfile runs it, on a fresh PostgreSQL database.
+
+One ``ServiceStack`` is one ``QUEUE_PREFIX`` (``bench_<name>_<pid>``) and one database of
+the same name: ``python rabbit_setup.py`` and ``flask --app app migrate`` (the release
+step), ``gunicorn -c python:webhooks.gunicorn_conf 'app:create_app()'`` (web), ``python -m webhooks.worker`` (as
+many as asked) and ``python -m webhooks.clock``. Tenants come from ``flask --app app
+tenant create``, endpoints from the HTTP API, events from ``POST /v1/events``.
+Queues and the database are removed at exit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import httpx
+
+from bench.kit import services
+from bench.kit.procs import (
+    CLEANUP, PROCS, PYTHON, ROOT, Child, Deadline, RssSampler, ScenarioTimeout, log, wait_port,
+)
+from bench.kit.payload import EVENT_TYPE, event_request
+from bench.kit.receiver_process import Receiver
+from bench.kit.services import Sql
+from bench.kit.stats import percentile, steady_rate
+from bench.kit.wrk import lua_post_script, run_wrk
+
+
+@dataclass
+class Tenant:
+    id: str
+    api_key: str
+
+
+#: Seconds the primary queue's depth may stay unchanged while pre-loading before the step goes on without it.
+PRELOAD_SETTLED = 10.0
+
+#: The service's settings whose defaults the report states (environment name: ``Settings`` field).
+REPORTED_SETTINGS = {"ENDPOINT_MAX_IN_FLIGHT": "endpoint_max_in_flight", "WORKER_PREFETCH": "worker_prefetch",
+                     "WORKER_THREADS": "worker_threads", "DELIVERY_TIMEOUT": "delivery_timeout"}
+
+
+def service_defaults() -> dict[str, Any]:
+    """The defaults of ``REPORTED_SETTINGS`` that this checkout of the service has (read from its
+    own ``Settings``; a setting it does not have is left out)."""
+    from webhooks.config import Settings
+
+    settings = Settings.from_env(env={})
+    return {name: getattr(settings, field) for name, field in REPORTED_SETTINGS.items() if hasattr(settings, field)}
+
+
+@dataclass
+class PacedSender:
+    """A running ``bench.kit.loadgen paced`` process and the file it writes its results to."""
+
+    child: Child
+    out: Path
+
+    def results(self, grace: float = 30.0) -> list[dict[str, Any]]:
+        """Stop starting requests (SIGTERM; a finished sender ignores it), wait for those started, read them all."""
+        PROCS.stop(self.child, grace=grace)
+        if not self.out.exists():
+            raise RuntimeError(f"paced sender wrote no results ({self.child.popen.returncode}):\n{self.child.tail()}")
+        results = json.loads(self.out.read_text())
+        self.out.unlink()
+        return results
+
+
+@dataclass
+class DeliveryRun:
+    """Workers started on a pre-loaded queue, stopped when every delivery arrived or time ran out."""
+
+    started: float
+    ended: float
+    finished: bool
+    arrivals: int
+    rss: RssSampler
+    #: Whatever ``sample()`` returned, every poll.
+    samples: list[Any]
+
+
+#: The stages of one event's way from the web to its endpoint, from the timestamps the service records.
+LATENCY_STAGES = (
+    ("202 → claimed", "claimed", "answered"),
+    ("claimed → arrival", "arrival", "claimed"),
+)
+
+
+class ServiceStack:
+    def __init__(self, name: str, env: dict[str, str] | None = None, web_workers: int = 2) -> None:
+        self.name = name
+        #: The service's settings this stack changes from their defaults (the report names them).
+        self.overrides = dict(env or {})
+        self.prefix = f"bench_{name}_{os.getpid()}"
+        self.database_url = services.fresh_database(self.prefix)
+        CLEANUP.add(f"drop database {self.prefix}", lambda: services.drop_database(self.prefix))
+        self.own_broker = (env or {}).get("AMQP_URL", services.AMQP_URL) == services.AMQP_URL
+        if self.own_broker:
+            # (A stack on a broker of its own, such as bench/cluster.py's, goes away with it.)
+            CLEANUP.add(f"delete queues {self.prefix}.*", self.delete_queues)
+        self.env = {
+            "DATABASE_URL": self.database_url,
+            "AMQP_URL": services.AMQP_URL,
+            "QUEUE_PREFIX": self.prefix,
+            "ALLOW_PRIVATE_TARGETS": "1",
+            # Set, so that no process writes a generated key under instance/.
+            "SECRET_KEY": secrets.token_hex(32),
+            "FLASK_APP": "app",
+            "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix=f"{self.prefix}-metrics-"),
+            **(env or {}),
+        }
+        metrics_dir = self.env["PROMETHEUS_MULTIPROC_DIR"]
+        CLEANUP.add(f"remove {metrics_dir}", lambda: shutil.rmtree(metrics_dir, ignore_errors=True))
+        self.web_workers = web_workers
+        self.port = services.free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.web: Child | None = None
+        self.workers: list[Child] = []
+        self.clock: Child | None = None
+        self.http = httpx.Client(base_url=self.base_url, timeout=30.0, trust_env=False)
+        self._sql: Sql | None = None
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def _run(self, *argv: str, timeout: float = 120.0) -> str:
+        out = subprocess.run([PYTHON, *argv], cwd=ROOT, env={**os.environ, **self.env}, capture_output=True,
+                             text=True, timeout=timeout)
+        if out.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed ({out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+        return out.stdout
+
+    def release(self) -> None:
+        """The Procfile's release step: declare the queues, migrate the database."""
+        self._run("rabbit_setup.py")
+        self._run("-m", "flask", "--app", "app", "migrate")
+
+    def start_web(self) -> None:
+        # The Procfile's web process: its gunicorn config (gthread workers), sized by the environment.
+        env = {**self.env, "BIND": f"127.0.0.1:{self.port}", "WEB_CONCURRENCY": str(self.web_workers)}
+        self.web = PROCS.start(f"{self.name}-web", [PYTHON, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf",
+                                                    "app:create_app()"], env)
+        wait_port(self.port, Deadline(60, f"{self.name}: gunicorn start"), self.web)
+        deadline = Deadline(60, f"{self.name}: /healthz")
+        while True:
+            try:
+                if self.http.get("/healthz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            deadline.check()
+            time.sleep(0.2)
+
+    def start_workers(self, count: int, env: dict[str, str] | None = None) -> list[Child]:
+        started = [
+            PROCS.start(f"{self.name}-worker-{len(self.workers) + i}", [PYTHON, "-m", "webhooks.worker"],
+                        {**self.env, **(env or {})})
+            for i in range(count)
+        ]
+        self.workers += started
+        return started
+
+    def stop_workers(self, grace: float = 20.0) -> None:
+        PROCS.stop_many(self.workers, grace)
+        self.workers = []
+
+    def start_clock(self, env: dict[str, str] | None = None) -> Child:
+        if self.clock is None or not self.clock.alive():
+            self.clock = PROCS.start(f"{self.name}-clock", [PYTHON, "-m", "webhooks.clock"], {**self.env, **(env or {})})
+        return self.clock
+
+    def check_alive(self) -> None:
+        """Raise if a worker, the clock or the web process died."""
+        for child in [*self.workers, *( [self.clock] if self.clock else []), *([self.web] if self.web else [])]:
+            if not child.alive():
+                raise RuntimeError(f"{child.name} exited ({child.popen.returncode}):\n{child.tail()}")
+
+    def close(self) -> None:
+        self.stop_workers(grace=5.0)
+        for child in (self.clock, self.web):
+            if child is not None:
+                PROCS.stop(child, grace=5.0)
+        self.clock = self.web = None
+        if self._sql is not None:
+            self._sql.close()
+            self._sql = None
+
+    # -- API ---------------------------------------------------------------------------------
+
+    def tenant(self, name: str) -> Tenant:
+        out = self._run("-m", "flask", "--app", "app", "tenant", "create", name)
+        data = json.loads(out.strip().splitlines()[-1])
+        return Tenant(data["id"], data["api_key"])
+
+    def stages(self, rows: list[dict[str, Any]], arrival: dict[str, float]) -> dict[str, Any]:
+        """p50 and p99 of each stage of the measured events' first attempts: from the 202 to the worker's
+        claim (``attempt.started_at``: published, consumed, handed out, claimed) and from there to the
+        receiver (signed and sent). One machine, one wall clock."""
+        answered = {row["id"]: row["end"] for row in rows if row["id"] in arrival}
+        if not answered:
+            return {}
+        found = self.sql.rows(
+            "SELECT d.event_id, extract(epoch FROM min(a.started_at)) FROM delivery d"
+            " JOIN attempt a ON a.delivery_id = d.id WHERE d.event_id = ANY(%s) GROUP BY d.event_id",
+            (list(answered),))
+        spans: dict[str, list[float]] = defaultdict(list)
+        for event_id, claimed in found:
+            times = {"answered": answered[event_id], "claimed": float(claimed), "arrival": arrival[event_id]}
+            for name, end, start in LATENCY_STAGES:
+                spans[name].append((times[end] - times[start]) * 1000)
+        return {name: {"p50_ms": percentile(spans[name], 50), "p99_ms": percentile(spans[name], 99)}
+                for name, _, _ in LATENCY_STAGES if spans[name]}
+
+    def endpoint(self, tenant: Tenant, url: str, **fields: Any) -> str:
+        """A new endpoint of ``tenant`` (``fields``: more of ``POST /v1/endpoints``, e.g. ``event_types``)."""
+        response = self.http.post("/v1/endpoints", json={"url": url, **fields},
+                                  headers={"Authorization": f"Bearer {tenant.api_key}"})
+        if response.status_code != 201:
+            raise RuntimeError(f"POST /v1/endpoints: {response.status_code} {response.text[:500]}")
+        return response.json()["id"]
+
+    @property
+    def sql(self) -> Sql:
+        if self._sql is None:
+            self._sql = Sql(self.database_url)
+        return self._sql
+
+    def events_of(self, tenant: Tenant) -> int:
+        """Events the benchmark posted (operational events such as ``endpoint.offline`` excluded)."""
+        return self.sql.value("SELECT count(*) FROM event WHERE tenant_id = %s AND event_type = %s",
+                              (tenant.id, EVENT_TYPE))
+
+    def ingest(self, tenant: Tenant, count: int, deadline: Deadline, threads: int = 2, connections: int = 4) -> dict[str, Any]:
+        """POST ``count`` events with wrk (about: in-flight requests may add a few); the
+        rate is measured on the server side, from the events' ``created_at``. wrk does not wait
+        out a 429, so it keeps within one tenant's ``TENANT_MAX_CONCURRENT_REQUESTS`` (4)."""
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {tenant.api_key}"}
+        script = lua_post_script(event_request(), headers, math.ceil(count / threads))
+        before = self.events_of(tenant)
+        result = run_wrk(f"{self.base_url}/v1/events", script, threads, connections,
+                                 duration=min(deadline.left(), count / 20 + 60),
+                                 stop_when=lambda: self.events_of(tenant) - before >= count)
+        time.sleep(0.5)  # requests still in flight when wrk was interrupted
+        times = [row[0] for row in self.sql.rows(
+            "SELECT extract(epoch FROM created_at) FROM event WHERE tenant_id = %s AND event_type = %s "
+            "ORDER BY created_at", (tenant.id, EVENT_TYPE))]
+        times = [float(t) for t in times[before:]]
+        rate, span = steady_rate(times)
+        return {"events": len(times), "rate": rate, "seconds": span, "client_requests": result.requests,
+                "client_non_2xx": result.non_2xx, "client_socket_errors": result.socket_errors,
+                "client_p50_ms": result.p50_ms, "client_p99_ms": result.p99_ms,
+                "client_threads": threads, "client_connections": connections}
+
+    def paced(self, tenant: Tenant, count: int, rate: float, timeout: float, event_types: list[str] | None = None,
+              idempotency_prefix: str | None = None) -> list[dict[str, Any]]:
+        """POST ``count`` events at ``rate`` per second (open loop), in a process of its own.
+
+        ``event_types`` take turns (default: the one benchmark type). With an
+        ``idempotency_prefix`` every event has its own key and is sent again until accepted
+        (``bench/kit/loadgen.py``).
+        """
+        sender = self.start_paced(tenant, count, rate, event_types, idempotency_prefix)
+        try:
+            sender.child.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            PROCS.stop(sender.child, grace=1.0)
+            raise ScenarioTimeout(f"paced sender did not finish within {timeout:.0f} s")
+        return sender.results()
+
+    def start_paced(self, tenant: Tenant, count: int, rate: float, event_types: list[str] | None = None,
+                    idempotency_prefix: str | None = None) -> "PacedSender":
+        """Start POSTing up to ``count`` events at ``rate`` per second; ``results()`` stops it and reads them."""
+        idempotency = ["--idempotency-prefix", idempotency_prefix] if idempotency_prefix else []
+        child, out = self.start_load("paced", tenant.api_key, [event_request(t) for t in event_types or [EVENT_TYPE]],
+                                     count, "--rate", str(rate), *idempotency)
+        return PacedSender(child, out)
+
+    def start_load(self, mode: str, api_key: str, bodies: list[bytes], count: int, *options: str,
+                   path: str = "/v1/events") -> tuple[Child, Path]:
+        """Start ``python -m bench.kit.loadgen <mode>`` sending ``count`` requests to ``path`` with ``api_key``,
+        their bodies ``bodies`` taken in turn; the process and the file it writes its results to."""
+        PROCS.log_dir.mkdir(exist_ok=True)
+        stamp = f"{self.name}-{mode}-{time.monotonic_ns()}"
+        files = []
+        for index, body in enumerate(bodies):
+            file = PROCS.log_dir / f"{stamp}-{index}.json"
+            file.write_bytes(body)
+            files += ["--body-file", str(file)]
+        out = PROCS.log_dir / f"{stamp}.out.json"
+        argv = [PYTHON, "-m", "bench.kit.loadgen", mode, "--url", f"{self.base_url}{path}", *files,
+                "--header", f"Authorization: Bearer {api_key}", "--count", str(count), *options, "--out", str(out)]
+        return PROCS.start(f"{self.name}-{mode}", argv), out
+
+    def preload(self, tenant: Tenant, events: int, fanout: int, deadline: Deadline) -> dict[str, Any]:
+        """POST about ``events`` events (workers stopped) and wait until every delivery's
+        message (``fanout`` per event) is in the primary queue; returns ``ingest``'s figures."""
+        ingest = self.ingest(tenant, events, deadline)
+        expected, depth, changed = ingest["events"] * fanout, -1, time.monotonic()
+        while depth < expected:
+            deadline.check()
+            now_depth = self.primary_depth()
+            if now_depth != depth:
+                depth, changed = now_depth, time.monotonic()
+            elif time.monotonic() - changed > PRELOAD_SETTLED:
+                # A service that queues deliveries otherwise (not one message each) must not stall the step.
+                log(f"   the primary queue settled at {depth:,} messages for {expected:,} deliveries; going on")
+                break
+            time.sleep(0.2)
+        return ingest
+
+    def deliver(self, receiver: Receiver, prefix: str, expected: int, processes: int, seconds: float,
+                deadline: Deadline, sample: Callable[[], Any] | None = None, every: float = 0.5,
+                rss_every: float = 1.0) -> DeliveryRun:
+        """Start ``processes`` workers (and the clock) and poll every ``every`` seconds until
+        ``expected`` requests arrived at ``receiver`` on paths under ``prefix`` or ``seconds``
+        passed; then stop the workers. Their RSS is sampled all along."""
+        workers = self.start_workers(processes)
+        self.start_clock()
+        samples: list[Any] = []
+        try:
+            with RssSampler(workers, rss_every) as rss:
+                started = time.time()
+                while (arrived := receiver.count(prefix)) < expected and time.time() - started < seconds:
+                    deadline.check()
+                    self.check_alive()
+                    if sample is not None:
+                        samples.append(sample())
+                    time.sleep(every)
+                ended = time.time()
+        finally:
+            self.stop_workers()
+        return DeliveryRun(started, ended, arrived >= expected, arrived, rss, samples)
+
+    def primary_depth(self) -> int:
+        return services.queue_depth(f"{self.prefix}.deliver")
+
+    # -- ingestion alone (``bench/steps/ingest.py``) -------------------------------------------
+
+    def web_worker_pids(self) -> list[int]:
+        """The gunicorn worker processes (children of the web process)."""
+        assert self.web is not None
+        out = subprocess.run(["pgrep", "-P", str(self.web.pid)], capture_output=True, text=True)
+        return [int(pid) for pid in out.stdout.split()]
+
+    def backend_pids(self) -> list[int]:
+        """PostgreSQL's backends serving this stack's database."""
+        admin = Sql(services.PG_ADMIN)
+        try:
+            return [pid for (pid,) in admin.rows("SELECT pid FROM pg_stat_activity WHERE datname = %s", (self.prefix,))]
+        finally:
+            admin.close()
+
+    def burst(self, api_keys: list[str], body: bytes, count: int, connections: int, processes: int,
+              batch: int = 0) -> dict[str, Any]:
+        """POST ``count`` events as fast as the API answers: ``body`` is one event (``batch`` 0) or a list of
+        ``batch`` events for ``/v1/events/batch``; split evenly over the tenants of ``api_keys`` (one load
+        run per tenant, at the same time). ``count`` and ``rps`` in the answer count events."""
+        if len(api_keys) > 1:
+            share = max(1, processes // len(api_keys))
+            with ThreadPoolExecutor(len(api_keys)) as pool:
+                results = list(pool.map(lambda key: self.burst([key], body, count // len(api_keys), connections,
+                                                               share, batch), api_keys))
+            seconds = max(r["seconds"] for r in results)
+            statuses: Counter[str] = Counter()
+            for r in results:
+                statuses.update(r["statuses"])
+            total = sum(r["count"] for r in results)
+            return {"count": total, "seconds": seconds, "rps": total / seconds, "statuses": dict(statuses)}
+        child, out = self.start_load("burst", api_keys[0], [body], count // batch if batch else count,
+                                     "--connections", str(connections), "--processes", str(processes),
+                                     path="/v1/events/batch" if batch else "/v1/events")
+        child.popen.wait(600)
+        if child.popen.returncode != 0 or not out.exists():
+            raise RuntimeError(f"the load generator failed ({child.popen.returncode}):\n{child.tail()}")
+        result = json.loads(out.read_text())
+        events = result["count"] * (batch or 1)
+        return {**result, "count": events, "rps": events / result["seconds"]}
+
+    def delete_queues(self) -> None:
+        services.delete_broker_objects(self.prefix + ".", exchanges=[self.prefix])
+
+    def remove(self) -> None:
+        """Stop every process and remove the queues and the database now (not only at exit)."""
+        self.close()
+        if self.own_broker:
+            self.delete_queues()
+        services.drop_database(self.prefix)
+        shutil.rmtree(self.env["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+
+
+@contextmanager
+def running(name: str, env: dict[str, str] | None = None, remove: bool = False) -> Iterator[ServiceStack]:
+    """A fresh stack (``env``: the settings it changes) with its release step done and its web process
+    answering; afterwards its processes are stopped, and with ``remove`` its queues and database dropped
+    at once rather than at exit."""
+    stack = ServiceStack(name, env)
+    try:
+        stack.release()
+        stack.start_web()
+        yield stack
+    finally:
+        if remove:
+            stack.remove()
+        else:
+            stack.close()

@@ -1,0 +1,199 @@
+"""Step ``flood``: one tenant's flood must not hold back another tenant.
+
+Tenant A has 10 endpoints, each subscribed to an event type of its own, and posts 20,000
+events at once (2,000 per endpoint) through the API, over many connections: in batches
+of 200 (``POST /v1/events/batch``) when the server answers that path, else one event a
+request; a ``429`` waits its ``Retry-After`` and is sent again, as a well-behaved client
+does. Meanwhile tenant B posts one event every 100 ms to its own endpoint. Figures: B's
+latency from the start of its POST to the arrival at its receiver while A drains
+(target p99 < 250 ms), and A's drain time (first POST to last arrival). The service runs
+with its default settings, one worker process per core.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.kit.markdown import Add, heading, n, overrides
+from bench.kit.payload import batch_request, event_request
+from bench.kit.procs import PROCS, Child, Deadline, log
+from bench.kit.receiver_process import Receiver
+from bench.kit.stack import ServiceStack, Tenant, running
+from bench.kit.stats import percentile
+from bench.kit.step import Context, Results, Step
+
+#: Target of issue 10: B's p99 from its POST to the arrival while A drains.
+FLOOD_P99_MS = 250.0
+
+#: Events per ``POST /v1/events/batch``: 200 of ~1 KB stay under the default ``MAX_BODY_BYTES`` (256 KiB).
+BATCH = 200
+
+#: Load generator processes and connections in each while A posts its flood.
+FLOOD_PROCESSES, FLOOD_CONNECTIONS = 2, 32
+
+#: Seconds B posts before the flood starts: its latency on a quiet service, for comparison.
+QUIET_SECONDS = 3.0
+
+#: Seconds allowed, once B stops posting, for B's last events to arrive.
+B_SETTLE_SECONDS = 15.0
+
+
+def batch_supported(stack: ServiceStack, tenant: Tenant) -> bool:
+    """Does the server answer ``POST /v1/events/batch``? (An empty list creates nothing either way.)"""
+    response = stack.http.post("/v1/events/batch", content=b"[]", headers={
+        "Authorization": f"Bearer {tenant.api_key}", "Content-Type": "application/json"})
+    return response.status_code not in (404, 405)
+
+
+def _start_flood(stack: ServiceStack, tenant: Tenant, event_types: list[str], events: int,
+                 batch: bool) -> tuple[Child, Path]:
+    """Start the load generator posting ``events`` events spread evenly over ``event_types``."""
+    options = ("--processes", str(FLOOD_PROCESSES), "--connections", str(FLOOD_CONNECTIONS))
+    if batch:
+        per_type = BATCH // len(event_types)
+        body = batch_request([t for t in event_types for _ in range(per_type)])
+        return stack.start_load("burst", tenant.api_key, [body], -(-events // (per_type * len(event_types))), *options,
+                                path="/v1/events/batch")
+    return stack.start_load("burst", tenant.api_key, [event_request(t) for t in event_types], events, *options)
+
+
+def _flood_events(stack: ServiceStack, tenant: Tenant) -> int:
+    return stack.sql.value("SELECT count(*) FROM event WHERE tenant_id = %s AND event_type LIKE 'flood.%%'",
+                           (tenant.id,))
+
+
+def flood(context: Context, deadline: Deadline) -> Results:
+    """Tenant A's flood beside tenant B's trickle: B's latency while A drains, and A's drain time."""
+    receiver, plan = context.receiver, context.plan
+    with running("flood") as stack:
+        a, b = stack.tenant("flood-a"), stack.tenant("flood-b")
+        event_types = [f"flood.t{i}" for i in range(plan.flood_endpoints)]
+        for i, event_type in enumerate(event_types):
+            stack.endpoint(a, receiver.url(f"/flood/a/e{i}"), event_types=[event_type])
+        b_path = "/flood/b"
+        stack.endpoint(b, receiver.url(b_path))
+        batch = batch_supported(stack, a)
+        stack.start_workers(plan.processes)
+        stack.start_clock()
+        time.sleep(2.0)  # workers connected and consuming
+        b_sender = stack.start_paced(b, int(plan.flood_seconds / plan.flood_interval), 1 / plan.flood_interval)
+        time.sleep(QUIET_SECONDS)
+        log(f"   tenant A floods {plan.flood_events:,} events ({f'batches of {BATCH}' if batch else 'one per request'}); "
+            f"tenant B posts one every {plan.flood_interval * 1000:.0f} ms")
+        flood_started = time.time()
+        poster, poster_out = _start_flood(stack, a, event_types, plan.flood_events, batch)
+        # Until A's flood is posted and delivered, or its time is up (then the figures say so).
+        give_up = time.monotonic() + min(deadline.left() - 60, plan.flood_seconds)
+        posted_at, accepted, drained = None, None, False
+        while time.monotonic() < give_up:
+            if posted_at is None and not poster.alive():
+                posted_at, accepted = time.time(), _flood_events(stack, a)
+                log(f"   A's {accepted:,} events accepted in {posted_at - flood_started:.1f} s")
+            if accepted is not None and receiver.count("/flood/a/") >= accepted:
+                drained = True
+                break
+            deadline.check()
+            stack.check_alive()
+            time.sleep(0.5)
+        if not drained:
+            log(f"   A not drained within {plan.flood_seconds:.0f} s")
+            PROCS.stop(poster, grace=5.0)
+            accepted = _flood_events(stack, a)
+            posted_at = posted_at or time.time()
+        drained_at = time.time()
+        b_rows = b_sender.results()
+        b_accepted = {row["id"] for row in b_rows if row["status"] == 202 and row["id"]}
+        settle = time.monotonic() + B_SETTLE_SECONDS
+        while len({w for _, w, _ in receiver.dump(b_path)} & b_accepted) < len(b_accepted) and time.monotonic() < settle:
+            time.sleep(0.5)
+        stack.stop_workers()
+        posting = json.loads(poster_out.read_text()) if poster_out.exists() else {}
+        return {"events": plan.flood_events, "endpoints": plan.flood_endpoints, "batch": batch, "batch_size": BATCH,
+                "a_accepted": accepted, "a_drained": drained, "a_posting_seconds": posted_at - flood_started,
+                "a_post_statuses": posting.get("statuses", {}),
+                **_a_drain(receiver, flood_started),
+                **_b_latency(stack, receiver, b_path, b_rows, flood_started, posted_at, drained_at),
+                "b_interval_ms": plan.flood_interval * 1000, "processes": plan.processes,
+                "service_overrides": stack.overrides}
+
+
+def _a_drain(receiver: Receiver, flood_started: float) -> dict[str, Any]:
+    arrivals = sorted(t for t, _, path in receiver.dump() if path.startswith("/flood/a/"))
+    seconds = arrivals[-1] - flood_started if arrivals else float("nan")
+    log(f"   A drained: {len(arrivals):,} arrivals, the last {seconds:.1f} s after the first POST")
+    return {"a_arrivals": len(arrivals), "a_drain_seconds": seconds,
+            "a_rate": len(arrivals) / seconds if arrivals and seconds > 0 else float("nan")}
+
+
+def _b_latency(stack: ServiceStack, receiver: Receiver, path: str, rows: list[dict[str, Any]], flood_started: float,
+               posted_at: float, drained_at: float) -> dict[str, Any]:
+    """B's POST start → first arrival, for its events posted while A drained, and before A began.
+
+    The events posted while A drained are also split at the moment A's last batch was
+    accepted: ``b_posting`` (A's batches and deliveries share the machine) and
+    ``b_after_posting`` (only A's deliveries).
+    """
+    first: dict[str, float] = {}
+    for t, webhook_id, _ in receiver.dump(path):
+        first.setdefault(webhook_id, t)
+    figures: dict[str, Any] = {"b_statuses": {}}
+    for row in rows:
+        figures["b_statuses"][str(row["status"])] = figures["b_statuses"].get(str(row["status"]), 0) + 1
+    for name, lo, hi in (("during", flood_started, drained_at), ("quiet", 0.0, flood_started),
+                         ("posting", flood_started, posted_at), ("after_posting", posted_at, drained_at)):
+        sent = [row for row in rows if lo <= row["start"] < hi and row["status"] == 202 and row["id"]]
+        latencies = [(first[row["id"]] - row["start"]) * 1000 for row in sent if row["id"] in first]
+        # Split at the 202: waiting on the API (A's connections crowd it) versus the delivery itself.
+        post = [(row["end"] - row["start"]) * 1000 for row in sent]
+        after = [(first[row["id"]] - row["end"]) * 1000 for row in sent if row["id"] in first]
+        figures[f"b_{name}"] = {"sent": len(sent), "delivered": len(latencies), "missing": len(sent) - len(latencies),
+                                "p50_ms": percentile(latencies, 50), "p99_ms": percentile(latencies, 99),
+                                "max_ms": max(latencies, default=float("nan")),
+                                "post_p50_ms": percentile(post, 50), "post_p99_ms": percentile(post, 99),
+                                "after_answer_p50_ms": percentile(after, 50), "after_answer_p99_ms": percentile(after, 99),
+                                "stages": stack.stages(sent, first)}
+    during = figures["b_during"]
+    log(f"   B while A drained: {during['delivered']}/{during['sent']} delivered, p50 {during['p50_ms']:.0f} ms, "
+        f"p99 {during['p99_ms']:.0f} ms (of which the POST until its 202: p99 {during['post_p99_ms']:.0f} ms; "
+        f"quiet: p99 {figures['b_quiet']['p99_ms']:.0f} ms; while A posted: p99 {figures['b_posting']['p99_ms']:.0f} ms, "
+        f"after: p99 {figures['b_after_posting']['p99_ms']:.0f} ms); "
+        + ", ".join(f"{name} p50 {v['p50_ms']:.0f} / p99 {v['p99_ms']:.0f} ms" for name, v in during["stages"].items()))
+    return figures
+
+
+def section(r: dict[str, Any], add: Add) -> None:
+    step = r.get("flood")
+    if not heading(add, "Tenant flood", step):
+        return
+    how = f"in batches of {step.get('batch_size', 200)} (`POST /v1/events/batch`)" if step["batch"] else "one event a request (`POST /v1/events`)"
+    statuses = ", ".join(f"{k}: {v:,}" for k, v in sorted(step["a_post_statuses"].items())) or "–"
+    add(f"Tenant A posts {step['events']:,} events at once for its {step['endpoints']} endpoints (each subscribed to "
+        f"an event type of its own, so {step['events'] // step['endpoints']:,} each), {how}, 2 load processes × 32 "
+        f"connections; a 429 waits its `Retry-After` (answers: {statuses}). Tenant B posts one event every "
+        f"{step['b_interval_ms']:.0f} ms to its one endpoint. {step['processes']} worker processes; settings: "
+        f"{overrides(step)}.")
+    add("")
+    add("| figure | value |")
+    add("|---|---|")
+    add(f"| A: events accepted, posting time | {step['a_accepted']:,} in {n(step['a_posting_seconds'], 1)} s |")
+    add(f"| A: first POST → last arrival (drain time) | **{n(step['a_drain_seconds'], 1)} s** "
+        f"({n(step['a_rate'])} deliveries/s){'' if step['a_drained'] else ', **not drained**'} |")
+    for key, label in (("b_quiet", "B before the flood"), ("b_during", "**B while A drains**"),
+                       ("b_posting", "B while A drains, posted while A's batches were still being accepted"),
+                       ("b_after_posting", "B while A drains, posted after A's last batch was accepted")):
+        b = step.get(key)
+        if b is None:  # a run from before the split
+            continue
+        add(f"| {label}: POST start → arrival | p50 {n(b['p50_ms'])} ms, p99 {n(b['p99_ms'])} ms, max "
+            f"{n(b['max_ms'])} ms ({b['delivered']} of {b['sent']} delivered); of which the POST until its 202: "
+            f"p50 {n(b.get('post_p50_ms'))} ms, p99 {n(b.get('post_p99_ms'))} ms; from the 202 to the arrival: "
+            f"p50 {n(b.get('after_answer_p50_ms'))} ms, p99 {n(b.get('after_answer_p99_ms'))} ms"
+            + "".join(f"; {name}: p50 {n(v['p50_ms'])} ms, p99 {n(v['p99_ms'])} ms" for name, v in b.get("stages", {}).items())
+            + " |")
+    add("")
+
+
+STEP = Step("flood", "tenant flood", flood, lambda context: 1200 * context.budget, (section,))

@@ -1,0 +1,261 @@
+"""Step ``ingest``: single events and batches of 100 through gunicorn, no delivery worker.
+
+Each half runs on a stack of its own (a fresh PostgreSQL database and queue prefix, gunicorn
+with 2 workers as the Procfile runs it): one tenant, one endpoint, ~1 KB events from
+``bench/kit/loadgen.py``. The figures are events answered 202 per second, with the CPU each
+part of the stack spent per event; the background publishing of their deliveries runs
+meanwhile on the same cores, and how long after the last answer it had published everything
+is reported beside them. Afterwards every accepted event must have its deliveries, all
+published, and no ``seq`` may be missing.
+
+Alone (``--only ingest``) it takes options: ``--ingest-batch N`` measures only requests of N
+events (0: single events), ``--ingest-count``, ``--ingest-repeat``, ``--ingest-tenants`` (the
+events split over that many tenants), and ``--profile FILE``, which runs ``py-spy record`` on
+both gunicorn workers during the first measured run and writes their merged top frames to FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.kit.cpu_split import TICKS, process_cpu_seconds
+from bench.kit.markdown import Add, heading, n, verdict
+from bench.kit.payload import event_request
+from bench.kit.procs import PYTHON, Deadline, log
+from bench.kit.stack import ServiceStack, running
+from bench.kit.step import Context, Results, Step
+
+#: Events per request of the batch half (the issue's target is stated for batches of 100).
+BATCH = 100
+
+#: Keep-alive connections per load process (2 processes): 4 in all, so that a client within the
+#: API's limits (``TENANT_MAX_CONCURRENT_REQUESTS``, 4 per web process) is never refused.
+CONNECTIONS = 2
+
+#: Targets (events/s on this machine, 2 cores).
+SINGLE_TARGET = 1_500
+BATCH_TARGET = 20_000
+
+#: ``INGEST_RATE_LIMIT`` of the stacks: high, so that it never refuses.
+RATE_LIMIT = 1_000_000.0
+
+
+def _half(batch: int, count: int, repeat: int, deadline: Deadline, tenants: int = 1,
+          profile_to: str | None = None) -> dict[str, Any]:
+    with running(f"ingest{batch}", {"INGEST_RATE_LIMIT": str(RATE_LIMIT)}, remove=True) as stack:
+        owners = [stack.tenant(f"bench{i}") for i in range(tenants)]
+        for tenant in owners:
+            stack.endpoint(tenant, "http://127.0.0.1:9/ep0")
+        keys = [tenant.api_key for tenant in owners]
+        deadline.check()
+        result = measure(stack, keys, count=count, batch=batch, repeat=repeat, connections=CONNECTIONS,
+                         profile_to=profile_to, say=lambda line: log(f"   {line}"))
+        result["check"] = check(stack, endpoints=1)
+        return result
+
+
+def ingest(context: Context, deadline: Deadline) -> Results:
+    """Single events, then batches of ``BATCH`` (or only what ``--ingest-batch`` names); each half on a fresh stack."""
+    args, quick = context.args, context.plan.quick
+    repeat = args.ingest_repeat or (1 if quick else 3)
+    halves = [("single", 0), ("batch", BATCH)] if args.ingest_batch is None else \
+        [("single" if args.ingest_batch == 0 else "batch", args.ingest_batch)]
+    results: Results = {}
+    for key, batch in halves:
+        count = args.ingest_count or ((20_000 if quick else 100_000) if batch else (2_000 if quick else 10_000))
+        results[key] = _half(batch, count, repeat, deadline, args.ingest_tenants, args.profile)
+        what = f"batches of {batch}" if batch else "single events"
+        log(f"   {what}: {results[key]['rate_median']:,.0f} events/s (median of {repeat})")
+    return results
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("step ingest")
+    group.add_argument("--ingest-batch", type=int, help="measure only requests of this many events (0: single events)")
+    group.add_argument("--ingest-count", type=int,
+                       help="events per measured run (default 10,000 single, 100,000 in batches)")
+    group.add_argument("--ingest-repeat", type=int, help="measured runs of each half (default 3; --quick 1)")
+    group.add_argument("--ingest-tenants", type=int, default=1, help="split the events over this many tenants")
+    group.add_argument("--profile", metavar="FILE", help="py-spy's top frames of the web workers in the first run")
+
+
+# -- measuring -----------------------------------------------------------------------------------
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds spent by everything on the machine (all cores), from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]
+    return (sum(values[:8]) - idle) / TICKS
+
+
+class CpuMeter:
+    """CPU seconds used by each part of the stack during a run (gunicorn, PostgreSQL, RabbitMQ)."""
+
+    def __init__(self, stack: ServiceStack) -> None:
+        self.stack = stack
+
+    def sample(self) -> dict[str, float]:
+        groups = {
+            "gunicorn workers": self.stack.web_worker_pids(),
+            "postgres backends": self.stack.backend_pids(),
+            "rabbitmq": [int(p) for p in subprocess.run(["pgrep", "-u", "rabbitmq", "beam.smp"], capture_output=True,
+                                                        text=True).stdout.split()],
+        }
+        out = {name: sum(process_cpu_seconds(pid) for pid in pids) for name, pids in groups.items()}
+        out["(gunicorn system part)"] = sum(process_cpu_seconds(pid, system_only=True)
+                                            for pid in groups["gunicorn workers"])
+        out["load generator"] = os.times().children_user + os.times().children_system
+        out["whole machine"] = machine_busy_seconds()
+        return out
+
+
+def request_body(batch: int) -> bytes:
+    """One event (``batch`` 0) or a list of ``batch`` events, each about 1 KB."""
+    if not batch:
+        return event_request()
+    return json.dumps([json.loads(event_request())] * batch, separators=(",", ":")).encode()
+
+
+def wait_published(stack: ServiceStack, timeout: float = 120.0) -> float | None:
+    """Seconds until no delivery is left unmarked (the enqueuer published and marked them all);
+    None: not within ``timeout``."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if stack.sql.value("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL") == 0:
+            return time.monotonic() - started
+        time.sleep(0.1)
+    return None
+
+
+def measure(stack: ServiceStack, keys: list[str], *, count: int, batch: int = 0, repeat: int = 3, warmup: int = 300,
+            connections: int = 8, processes: int = 2, profile_to: str | None = None,
+            endpoints: int = 1, say: Any = print) -> dict[str, Any]:
+    """Warm up, then ``repeat`` runs of ``count`` events; events/s, CPU ms per event by part, publish lag."""
+    stack.burst(keys, request_body(batch), max(warmup, batch), connections, processes, batch)
+    wait_published(stack)
+    runs = []
+    for run in range(repeat):
+        spies = []
+        if profile_to and run == 0:
+            spies = profile(stack.web_worker_pids(), count / (4000 if batch else 400) + 2, profile_to)
+            time.sleep(1.0)
+        meter = CpuMeter(stack)
+        before = meter.sample()
+        result = stack.burst(keys, request_body(batch), count, connections, processes, batch)
+        lag = wait_published(stack)
+        after = meter.sample()
+        cpu = {name: round(1000 * (after[name] - before[name]) / result["count"], 3) for name in after}
+        runs.append({"events": result["count"], "seconds": result["seconds"], "rate": result["rps"],
+                     "statuses": result["statuses"], "cpu_ms_per_event": cpu, "published_after_s": lag})
+        say(f"run {run + 1}: {result['count']} events in {result['seconds']:.2f} s = {result['rps']:.0f} events/s "
+            f"statuses {result['statuses']}; all published {lag if lag is None else round(lag, 2)} s after the last "
+            "answer")
+        say("  CPU ms per event (publishing included): "
+            + ", ".join(f"{name} {value:.3f}" for name, value in cpu.items()))
+        for spy in spies:
+            spy.wait(120)
+        if spies:
+            say(summarize_profile(profile_to, stack.web_worker_pids()))  # type: ignore[arg-type]
+    rates = sorted(r["rate"] for r in runs)
+    return {"batch": batch, "endpoints": endpoints, "runs": runs, "rate_median": rates[len(rates) // 2],
+            "rate_min": rates[0], "rate_max": rates[-1], "connections": connections, "processes": processes}
+
+
+def check(stack: ServiceStack, endpoints: int) -> dict[str, Any]:
+    """Every accepted event has its deliveries, all marked published, and seq has no gap."""
+    events = stack.sql.value("SELECT count(*) FROM event")
+    deliveries = stack.sql.value("SELECT count(*) FROM delivery")
+    unmarked = stack.sql.value("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL")
+    seq_gaps = stack.sql.value("SELECT coalesce(sum(gaps), 0) FROM "
+                         "(SELECT max(seq) - count(*) AS gaps FROM event GROUP BY tenant_id) t")
+    return {"events": events, "deliveries": deliveries, "expected_deliveries": events * endpoints,
+            "unmarked": unmarked, "seq_gaps": int(seq_gaps),
+            "ok": deliveries == events * endpoints and seq_gaps == 0 and unmarked == 0}
+
+
+def profile(pids: list[int], seconds: float, out_path: str) -> list[subprocess.Popen[bytes]]:
+    pyspy = shutil.which("py-spy") or str(Path(PYTHON).parent / "py-spy")
+    return [
+        subprocess.Popen([pyspy, "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "200", "-f", "raw",
+                          "-o", f"{out_path}.{pid}.raw", "--nonblocking", "--threads", "--gil"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for pid in pids
+    ]
+
+
+def summarize_profile(out_path: str, pids: list[int], top: int = 40) -> str:
+    """Merge py-spy's collapsed stacks: the top frames by self time and by total time."""
+    self_time: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    by_thread: Counter[str] = Counter()
+    samples = 0
+    for pid in pids:
+        path = Path(f"{out_path}.{pid}.raw")
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            stack, _, n = line.rpartition(" ")
+            count = int(n)
+            frames = stack.split(";")
+            samples += count
+            by_thread[frames[0].split(" ")[0] if frames else "?"] += count
+            self_time[frames[-1]] += count
+            for frame in set(frames[1:]):
+                total[frame] += count
+    lines = [f"samples: {samples} (both workers, only samples holding the GIL)",
+             "", "by thread:"]
+    lines += [f"  {100 * n / samples:5.1f}%  {name}" for name, n in by_thread.most_common(10)]
+    lines += ["", "self time:"]
+    lines += [f"  {100 * n / samples:5.1f}%  {frame}" for frame, n in self_time.most_common(top)]
+    lines += ["", "total time:"]
+    lines += [f"  {100 * n / samples:5.1f}%  {frame}" for frame, n in total.most_common(top)]
+    text = "\n".join(lines)
+    Path(out_path).write_text(text + "\n")
+    return text
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def section(r: dict[str, Any], add: Add) -> None:
+    step = r.get("ingest")
+    if step is None or not heading(add, "Ingestion: single events and batches (`bench/steps/ingest.py`)", step):
+        return
+    add("gunicorn as the Procfile runs it (`-c python:webhooks.gunicorn_conf`, 2 workers), no delivery worker; "
+        f"one tenant, one endpoint, ~1 KB events; `bench/kit/loadgen.py` 2 processes × {CONNECTIONS} keep-alive connections "
+        "(within the tenant's `TENANT_MAX_CONCURRENT_REQUESTS`). "
+        "Rates are events answered `202` per second; each event's delivery is published (with confirms) and "
+        "marked in the background on the same cores. CPU is per event, publishing included.")
+    add("")
+    add("| requests | events/s (median; min–max) | target | CPU ms per event: gunicorn / PostgreSQL / RabbitMQ / "
+        "load generator / whole machine | everything published | checks |")
+    add("|---|---|---|---|---|---|---|")
+    for key, target in (("single", SINGLE_TARGET), ("batch", BATCH_TARGET)):
+        half = step.get(key)
+        if half is None:  # --ingest-batch measured the other half only
+            continue
+        label = f"`POST /v1/events/batch`, {half['batch']} events each" if half["batch"] else "`POST /v1/events`"
+        cpu = half["runs"][len(half["runs"]) // 2]["cpu_ms_per_event"]
+        lags = [run["published_after_s"] for run in half["runs"]]
+        check = half["check"]
+        add(f"| {label} | **{n(half['rate_median'])}** ({n(half['rate_min'])}–{n(half['rate_max'])}) | "
+            f"≥ {n(target)}: {verdict(half['rate_median'] >= target)} | "
+            f"{cpu['gunicorn workers']:.2f} / {cpu['postgres backends']:.2f} / {cpu['rabbitmq']:.2f} / "
+            f"{cpu['load generator']:.2f} / {cpu['whole machine']:.2f} | "
+            f"{', '.join('not within 120 s' if lag is None else f'{lag:.1f} s' for lag in lags)} after the last 202 | "
+            f"{check['events']:,} events, {check['deliveries']:,} deliveries, {check['unmarked']} unpublished, "
+            f"{check['seq_gaps']} seq gaps |")
+    add("")
+
+
+STEP = Step("ingest", "ingestion", ingest, lambda context: 900 * context.budget, (section,),
+            add_arguments=add_arguments)

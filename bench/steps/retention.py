@@ -1,0 +1,288 @@
+"""Step ``retention`` (only with ``--only retention``): the retention purge of 1,000,000 attempts while events
+are ingested, on a fresh PostgreSQL database.
+
+Seeds, with ``INSERT … SELECT generate_series``, ``--events`` events created 40 days ago
+(250,000 by default; one delivered delivery each, ``--attempts-per-event`` attempts with a 1 KB
+response body: 1,000,000 attempts) for one tenant with one endpoint. Then it ingests events
+through the API (the Flask app in this process, ``POST /v1/events`` with the tenant's key;
+deliveries published to RabbitMQ under a queue prefix of its own) at a steady
+``--retention-rate`` per second, and runs the clock (``python -m webhooks.clock``, the real
+process, every job):
+
+1. *baseline*: ``--retention-baseline`` seconds with the clock running and ``RETENTION_DAYS=3650``
+   (nothing to purge);
+2. *purge*: the clock restarted with ``RETENTION_DAYS=30``; ingestion goes on until every
+   seeded event is gone (watched with ``min(created_at)`` on the purge's own index).
+
+Its figures: the purge's duration and rate, and the ingest latency (p50, p99, max) of each
+phase; then it checks that every seeded row is gone and every ingested event kept. The
+database, the queues and the clock are removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from bench.kit.markdown import Add, heading
+from bench.kit.procs import PYTHON, ROOT, Deadline, ScenarioTimeout
+from bench.kit.services import AMQP_URL, amqp_connection, drop_database, fresh_database
+from bench.kit.step import Context, Results, Step
+from app import create_app
+from webhooks.cli import create_tenant, migrate
+from webhooks.config import Settings
+from webhooks.messaging.brokers import connect
+from webhooks.storage import db
+from webhooks.storage.ids import _encode
+from webhooks.storage.models import Attempt, Delivery, Event
+
+#: How old the seeded events are (past the 30-day default).
+SEED_AGE = timedelta(days=40)
+
+#: Each seeded attempt's response body (the worker keeps at most 20 KB).
+RESPONSE_BODY_BYTES = 1024
+
+
+def seed(database: Any, tenant_id: str, endpoint_id: str, events: int, attempts_per_event: int) -> float:
+    """Old, finished events, deliveries and attempts in three ``INSERT … SELECT`` statements; seconds taken."""
+    started = time.monotonic()
+    then = datetime.now(timezone.utc).replace(tzinfo=None) - SEED_AGE
+    head = _encode(int(then.replace(tzinfo=timezone.utc).timestamp() * 1000), 10)
+    params = {"tenant": tenant_id, "endpoint": endpoint_id, "then": then, "n": events, "k": attempts_per_event,
+              "body": "x" * RESPONSE_BODY_BYTES}
+    ident = "lpad(g::text, 16, '0')"
+    statements = [
+        f"""INSERT INTO event (id, tenant_id, seq, event_type, payload, created_at)
+            SELECT 'evt_{head}' || {ident}, %(tenant)s, g, 'order.created', '{{"order":' || g || '}}',
+                   %(then)s + g * interval '1 millisecond'
+            FROM generate_series(1, %(n)s) g""",
+        f"""INSERT INTO delivery (id, tenant_id, event_id, endpoint_id, status, attempts, manual_attempts,
+                                  enqueued_at, created_at, updated_at, delivered_at, last_status_code)
+            SELECT 'dlv_{head}' || {ident}, %(tenant)s, 'evt_{head}' || {ident}, %(endpoint)s, 'delivered', %(k)s, 0,
+                   t, t, t, t, 200
+            FROM generate_series(1, %(n)s) g, LATERAL (SELECT %(then)s + g * interval '1 millisecond' AS t) at""",
+        f"""INSERT INTO attempt (id, delivery_id, tenant_id, event_id, endpoint_id, attempt_no, trigger, started_at,
+                                 duration_ms, url, request_headers, response_status, response_headers, response_body,
+                                 error_class, error, outcome)
+            SELECT 'att_{head}' || lpad(a::text, 16, '0'), 'dlv_{head}' || {ident}, %(tenant)s,
+                   'evt_{head}' || {ident}, %(endpoint)s, n, 'ladder', %(then)s + g * interval '1 millisecond',
+                   12.5, 'http://127.0.0.1:9/hook', '{{"webhook-id":"evt"}}',
+                   CASE WHEN n = %(k)s THEN 200 ELSE 500 END, '{{"content-type":"text/plain"}}', %(body)s,
+                   CASE WHEN n = %(k)s THEN NULL ELSE 'http_status' END,
+                   CASE WHEN n = %(k)s THEN NULL ELSE 'HTTP 500' END,
+                   CASE WHEN n = %(k)s THEN 'delivered' ELSE 'failed' END
+            FROM generate_series(1, %(n)s * %(k)s) a,
+                 LATERAL (SELECT (a - 1) / %(k)s + 1 AS g, (a - 1) %% %(k)s + 1 AS n) s""",
+        "UPDATE tenant SET event_seq = %(n)s WHERE id = %(tenant)s",
+    ]
+    with database.atomic():
+        for sql in statements:
+            database.execute_sql(sql, params)
+    database.execute_sql("VACUUM ANALYZE event")
+    database.execute_sql("VACUUM ANALYZE delivery")
+    database.execute_sql("VACUUM ANALYZE attempt")
+    return time.monotonic() - started
+
+
+class Ingest:
+    """POST /v1/events at a steady rate on a thread, recording each request's latency (ms) by phase."""
+
+    def __init__(self, client: Any, api_key: str, rate: float) -> None:
+        self.client, self.rate = client, rate
+        self.headers = {"Authorization": f"Bearer {api_key}"}
+        self.phase = "warmup"
+        self.latencies: dict[str, list[float]] = {}
+        self.errors = 0
+        self.ids: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="ingest", daemon=True)
+
+    def _run(self) -> None:
+        interval = 1.0 / self.rate
+        next_at = time.monotonic()
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            started = time.perf_counter()
+            response = self.client.post("/v1/events", json={"event_type": "order.created", "payload": {"n": n}},
+                                        headers=self.headers)
+            elapsed = (time.perf_counter() - started) * 1000
+            if response.status_code == 202:
+                self.latencies.setdefault(self.phase, []).append(elapsed)
+                self.ids.append(response.json["id"])
+            else:
+                self.errors += 1
+            next_at += interval
+            self.stop.wait(max(0.0, next_at - time.monotonic()))
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"count": len(ordered), "p50_ms": round(statistics.median(ordered), 2), "p99_ms": round(pick(0.99), 2),
+            "max_ms": round(ordered[-1], 2)}
+
+
+def start_clock(env: dict[str, str], retention_days: int, log_path: Path) -> subprocess.Popen[bytes]:
+    """The clock process, its log in a file (a pipe nobody reads would fill up and stop it)."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen([PYTHON, "-m", "webhooks.clock"], cwd=ROOT,
+                                env={**os.environ, **env, "RETENTION_DAYS": str(retention_days)},
+                                stdout=subprocess.DEVNULL, stderr=log)
+
+
+def stop_clock(clock: subprocess.Popen[bytes]) -> None:
+    clock.send_signal(signal.SIGTERM)
+    try:
+        clock.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        clock.kill()
+        clock.wait()
+
+
+def purge_passes(log_text: str) -> tuple[int, float]:
+    """Clock passes that purged something, and seconds from the first to the last (from the clock's log)."""
+    stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in log_text.splitlines()
+              if "retention: purged" in line]
+    return len(stamps), (stamps[-1] - stamps[0]).total_seconds() if stamps else 0.0
+
+
+def retention(context: Context, deadline: Deadline) -> Results:
+    """Seed old rows, ingest at a steady rate, run the clock without and then with the purge."""
+    args = context.args
+    events = args.events or 250_000
+    name = f"bench_retention_{os.getpid()}"
+    database_url = fresh_database(name)
+    env = {"DATABASE_URL": database_url, "AMQP_URL": AMQP_URL, "QUEUE_PREFIX": name, "ALLOW_PRIVATE_TARGETS": "1",
+           "SECRET_KEY": secrets.token_hex(16)}
+    settings = Settings.from_env(env=env)
+    connection = connect(AMQP_URL, timeout=5.0)
+    settings.topology.declare(connection.channel())
+    connection.close()
+    clock: subprocess.Popen[bytes] | None = None
+    ingest: Ingest | None = None
+    clock_log = Path(tempfile.mkdtemp(prefix=name)) / "clock.log"
+    try:
+        database = db.init_database(database_url)
+        migrate()
+        tenant = create_tenant("bench")
+        app = create_app({"SETTINGS": settings})
+        logging.getLogger("webhooks").setLevel(logging.WARNING)  # no log line per ingested event
+        client = app.test_client()
+        response = client.post("/v1/endpoints", json={"url": "http://127.0.0.1:9/hook"},
+                               headers={"Authorization": f"Bearer {tenant['api_key']}"})
+        assert response.status_code == 201, response.json
+        endpoint_id = response.json["id"]
+
+        seeded_in = seed(database, tenant["id"], endpoint_id, events, args.attempts_per_event)
+        attempts = Attempt.select().count()
+        size = database.execute_sql("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
+        print(f"seeded {events:,} events, {events:,} deliveries, {attempts:,} attempts "
+              f"in {seeded_in:.1f}s (database {size})", flush=True)
+        db.database.close()
+
+        ingest = Ingest(client, tenant["api_key"], args.retention_rate)
+        ingest.thread.start()
+        clock = start_clock(env, 3650, clock_log)
+        time.sleep(5)
+        ingest.phase = "baseline"
+        time.sleep(args.retention_baseline)
+        stop_clock(clock)
+
+        cutoff = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=30)
+        ingest.phase = "purge"
+        clock = start_clock(env, 30, clock_log)
+        started = time.monotonic()
+        while True:
+            with db.database.connection_context():
+                oldest = Event.select(Event.created_at).order_by(Event.created_at).limit(1).scalar()
+            if oldest is None or oldest > cutoff:
+                break
+            if time.monotonic() - started > args.retention_timeout:
+                raise ScenarioTimeout(f"the purge did not finish within {args.retention_timeout:g}s")
+            time.sleep(0.5)
+        purge_seconds = time.monotonic() - started
+        ingest.phase = "after"
+        time.sleep(10)
+        ingest.stop.set()
+        ingest.thread.join(timeout=30)
+        stop_clock(clock)
+        clock = None
+        log_text = clock_log.read_text(errors="replace")
+        passes, first_to_last = purge_passes(log_text)
+
+        with db.database.connection_context():
+            left = {"events": Event.select().where(Event.created_at < cutoff).count(),
+                    "deliveries": Delivery.select().where(Delivery.created_at < cutoff).count(),
+                    "attempts": Attempt.select().where(Attempt.started_at < cutoff).count()}
+            kept = Event.select().where(Event.id.in_(ingest.ids)).count()
+        purged_rows = events * (2 + args.attempts_per_event)
+        result = {
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
+            "seeded": {"events": events, "attempts": attempts, "seconds": round(seeded_in, 1), "database": size},
+            "purge": {"seconds": round(purge_seconds, 1), "clock_passes": passes,
+                      "first_to_last_pass_s": round(first_to_last, 1), "events_per_s": round(events / purge_seconds),
+                      "attempts_per_s": round(attempts / purge_seconds), "rows_per_s": round(purged_rows / purge_seconds)},
+            "ingest_rate": args.retention_rate,
+            "ingest": {phase: summary(values) for phase, values in ingest.latencies.items() if phase != "warmup"},
+            "ingest_errors": ingest.errors,
+            "left_after_purge": left,
+            "ingested_kept": f"{kept}/{len(ingest.ids)}",
+            "clock_errors": [line for line in log_text.splitlines() if "Traceback" in line or "ERROR" in line][:5],
+        }
+        result["checks_passed"] = not any(left.values()) and kept == len(ingest.ids) and not ingest.errors
+        return result
+    finally:
+        if ingest is not None:
+            ingest.stop.set()
+        if clock is not None:
+            stop_clock(clock)
+        if not db.database.is_closed():
+            db.database.close()
+        if hasattr(db.database.obj, "close_all"):
+            db.database.obj.close_all()
+        connection = amqp_connection()
+        settings.topology.delete(connection.channel())
+        connection.close()
+        drop_database(name)
+        shutil.rmtree(clock_log.parent, ignore_errors=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("step retention (--events: seeded events, default 250,000)")
+    group.add_argument("--attempts-per-event", type=int, default=4)
+    group.add_argument("--retention-rate", type=float, default=100.0, help="events ingested per second")
+    group.add_argument("--retention-baseline", type=float, default=60.0,
+                       help="seconds of ingestion without the purge")
+    group.add_argument("--retention-timeout", type=float, default=1800.0, help="give up on the purge after this long")
+
+
+def section(r: dict[str, Any], add: Add) -> None:
+    step = r.get("retention")
+    if not heading(add, "Retention purge during ingestion (`--only retention`)", step):
+        return
+    figures = {key: value for key, value in step.items() if key not in ("status", "wall_seconds")}
+    add("```json")
+    add(json.dumps(figures, indent=2))
+    add("```")
+    add("")
+
+
+STEP = Step("retention", "retention purge during ingestion", retention,
+            lambda context: context.args.retention_timeout + context.args.retention_baseline + 3600, (section,),
+            full_run=False, add_arguments=add_arguments)

@@ -1,0 +1,1 @@
+"""Tests of the page kit (webhooks/pages)."""
