@@ -276,8 +276,7 @@ def test_try_now_probes_an_offline_endpoint_at_once_and_is_audited(client: Flask
     event = post_event(client, headers).json
     offline_page = page(client, f"/console/endpoints/{endpoint}")
 
-    tried = client.post(f"/console/endpoints/{endpoint}/probe", data={"csrf_token": "test-csrf-token"},
-                        follow_redirects=True)
+    tried = post_form(client, f"/console/endpoints/{endpoint}/probe", follow_redirects=True)
 
     assert "Try now</button>" not in online_page and "Next probe" not in online_page
     assert "Try now</button>" in offline_page and "Next probe" in offline_page and "55 s ago" in offline_page  # overdue
@@ -286,9 +285,9 @@ def test_try_now_probes_an_offline_endpoint_at_once_and_is_audited(client: Flask
     queued = [DeliveryMessage.decode(*message) for message in queue_messages(settings.topology.primary)]
     assert [(m.delivery_id, m.trigger) for m in queued] == [(probe.id, "probe")]
     assert "probe" in page(client, "/console/audit")
+    assert f'probed offline endpoint <a class="mono" href="/console/endpoints/{endpoint}">' in page(client, "/console/")
     Endpoint.update(disabled=True).where(Endpoint.id == endpoint).execute()
-    refused = client.post(f"/console/endpoints/{endpoint}/probe", data={"csrf_token": "test-csrf-token"},
-                          follow_redirects=True)
+    refused = post_form(client, f"/console/endpoints/{endpoint}/probe", follow_redirects=True)
     assert "Nothing was changed: endpoint" in refused.get_data(as_text=True) and "is disabled" in refused.get_data(as_text=True)
 
 
