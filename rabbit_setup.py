@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import sys
 
-from webhooks.messaging.brokers import connect
+import pika.exceptions
+
+from webhooks.messaging.brokers import connect, explain
 from webhooks.config import Settings
 
 
@@ -18,7 +20,11 @@ def main() -> int:
         print(f"rabbit_setup.py: {error}", file=sys.stderr)
         return 2
     topology = settings.topology
-    connection = connect(settings.amqp_url, timeout=5.0)
+    try:
+        connection = connect(settings.amqp_url, timeout=5.0)
+    except (pika.exceptions.AMQPError, OSError) as error:  # one line saying where and what to do, no traceback
+        print(f"rabbit_setup.py: {explain(error, settings.amqp_url)}", file=sys.stderr)
+        return 1
     try:
         topology.declare(connection.channel())
     finally:

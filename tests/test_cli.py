@@ -68,7 +68,7 @@ def test_rotate_key_of_an_unknown_tenant_fails_and_changes_nothing(
 
     result = app.test_cli_runner().invoke(args=["tenant", "rotate-key", "ten_nope"])
 
-    assert result.exit_code == 1 and "no tenant ten_nope" in result.output
+    assert result.exit_code == 1 and "no tenant with the id or name 'ten_nope'" in result.output
     assert stored_key_text() == before
     assert client.get("/v1/endpoints", headers=bearer(tenant.api_key)).status_code == 200
 
@@ -116,3 +116,53 @@ def test_key_commands_name_the_tenant_they_acted_on(app: Flask, tenant: SimpleNa
     revoked = json.loads(runner.invoke(args=["tenant", "revoke-key", tenant.id, added["id"]]).output)
 
     assert added["tenant"] == revoked["tenant"] == {"id": tenant.id, "name": "acme"}
+
+
+def test_migrate_says_in_one_line_that_the_database_is_missing_and_how_to_create_it(make_app) -> None:
+    app = make_app(database_url="postgresql://postgres:hunter2@127.0.0.1:5432/no_such_database_34")
+
+    result = app.test_cli_runner().invoke(args=["migrate"])
+
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        'Error: database "no_such_database_34" does not exist on PostgreSQL at 127.0.0.1:5432: create it '
+        "(createdb -h 127.0.0.1 -p 5432 -U postgres no_such_database_34), or fix DATABASE_URL"]
+
+
+def test_tenant_list_shows_every_tenant_with_its_live_keys(
+    app: Flask, tenant: SimpleNamespace, other_tenant: SimpleNamespace
+) -> None:
+    runner = app.test_cli_runner()
+    runner.invoke(args=["tenant", "add-key", "acme", "--name", "ci"])
+
+    result = runner.invoke(args=["tenant", "list"])
+
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)
+    assert [(row["id"], row["name"], row["live_keys"]) for row in listed] == [
+        (tenant.id, "acme", 2), (other_tenant.id, "globex", 1)]
+    assert set(listed[0]) == {"id", "name", "contact_email", "created_at", "live_keys"}
+
+
+@pytest.mark.parametrize("command", [
+    ["tenant", "keys", "{t}"], ["tenant", "add-key", "{t}", "--name", "ci"], ["tenant", "rotate-key", "{t}"],
+    ["dlq", "replay", "--tenant", "{t}"],
+])
+@pytest.mark.parametrize("given", ["id", "name", "NAME"])
+def test_every_command_that_takes_a_tenant_takes_its_id_or_its_name(
+    app: Flask, tenant: SimpleNamespace, command: list[str], given: str
+) -> None:
+    reference = {"id": tenant.id, "name": tenant.name, "NAME": tenant.name.upper()}[given]
+
+    result = app.test_cli_runner().invoke(args=[word.replace("{t}", reference) for word in command])
+
+    assert result.exit_code == 0, result.output
+    # Each names the tenant it acted on; ``tenant keys`` lists its keys.
+    assert (tenant.api_key.partition(".")[0] if command[1] == "keys" else tenant.id) in result.output
+
+
+def test_a_tenant_that_does_not_exist_is_named_back_with_where_to_look(app: Flask, tenant: SimpleNamespace) -> None:
+    result = app.test_cli_runner().invoke(args=["tenant", "keys", "initech"])
+
+    assert result.exit_code == 1
+    assert "no tenant with the id or name 'initech' (flask tenant list shows them)" in result.output

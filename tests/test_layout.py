@@ -23,7 +23,7 @@ ORDER = {
     "console": 9,
     "top": 10,  # the entry points: app, web, worker, clock, cli, listen
 }
-HELPERS = {"durations", "logs", "event_types", "tenant_share"}
+HELPERS = {"durations", "logs", "event_types", "tenant_share", "secrecy"}
 SHARED = {"config", "metrics"}
 SERVICES = {"actions", "readiness"}
 

@@ -6,16 +6,22 @@ Its server (slow clients, turns by client, its own answers) is tested in ``tests
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import re
+import signal
+import socket
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable
+from typing import Callable, Iterator
 
 import httpx
 import pytest
 
+from tests.web_process import WebProcesses
 from webhooks.config import Settings
 from webhooks.cli import create_tenant
 from webhooks.storage.models import Event, IdempotencyKey
@@ -113,3 +119,63 @@ def test_a_threaded_worker_answers_many_tenants_concurrent_requests_as_a_single_
         seqs = sorted(event.seq for event in Event.select(Event.seq).where(Event.tenant == who.id))
         assert seqs == list(range(1, len(seqs) + 1))
         assert IdempotencyKey.select().where(IdempotencyKey.tenant == who.id).count() <= 3  # a key, one event
+
+
+@contextmanager
+def web_process(settings: Settings, tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """The web process as the Procfile runs it (one gunicorn worker), serving ``app:create_app()``:
+    its ``port``, ``process`` and ``log``; stopped at the end if it is still running."""
+    processes = WebProcesses(tmp_path)
+    url = processes.start(settings, app="app:create_app()", WEB_CONCURRENCY="1")
+    try:
+        yield SimpleNamespace(port=int(url.rsplit(":", 1)[1]), process=processes.running[-1], log=processes.logs[-1])
+    finally:
+        processes.stop()
+
+
+def test_a_stopped_web_process_and_an_oversized_header_log_plain_lines_not_logging_errors(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """gunicorn's own lines print the process id: ``webhooks.logs`` must leave it on the records."""
+    with web_process(settings, tmp_path) as web:
+        with socket.create_connection(("127.0.0.1", web.port), timeout=10) as raw:
+            raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n")
+            raw.recv(4096)  # gunicorn refuses it (and logs why)
+        web.process.send_signal(signal.SIGINT)  # Ctrl-C
+        web.process.wait(timeout=30)
+    text = web.log.read_text()
+    assert "Logging error" not in text and "Traceback" not in text, text
+    assert re.search(r"\[\d+\] \[WARNING\] Invalid request from ip=127.0.0.1: .*limit request headers fields size", text)
+    assert re.search(r"\[\d+\] \[INFO\] Worker exiting \(pid: \d+\)", text), text
+
+
+def test_an_oversized_body_is_a_413_whether_it_has_a_length_or_is_sent_chunked(
+    settings: Settings, tenant: SimpleNamespace, tmp_path: Path
+) -> None:
+    limit = settings.max_body_bytes
+    oversized = json.dumps({"event_type": "order.created", "payload": {"note": "x" * limit}}).encode()
+    at_the_limit = json.dumps({"event_type": "order.created", "payload": {"note": ""}}).encode()
+    at_the_limit = at_the_limit.replace(b'""', b'"' + b"y" * (limit - len(at_the_limit)) + b'"')
+    assert len(at_the_limit) == limit
+    headers = {"Authorization": f"Bearer {tenant.api_key}", "content-type": "application/json"}
+
+    def chunked(body: bytes) -> Iterator[bytes]:  # an iterator: httpx sends it with Transfer-Encoding: chunked
+        for start in range(0, len(body), 10_000):
+            yield body[start:start + 10_000]
+
+    with web_process(settings, tmp_path) as web:
+        def post(content: bytes | Iterator[bytes]) -> httpx.Response:
+            # A connection each: gunicorn closes one whose request body was not read to its end.
+            return httpx.post(f"http://127.0.0.1:{web.port}/v1/events", content=content, headers=headers,
+                              trust_env=False, timeout=30)
+
+        with_length = post(oversized)
+        sent_chunked = post(chunked(oversized))
+        chunked_at_the_limit = post(chunked(at_the_limit))
+
+    message = f"request body too large: at most {limit} bytes"
+    assert (with_length.status_code, with_length.json()["message"]) == (413, message)
+    assert (sent_chunked.status_code, sent_chunked.json()["message"]) == (413, message)
+    assert sent_chunked.request.headers["transfer-encoding"] == "chunked"
+    assert chunked_at_the_limit.status_code == 202  # exactly the limit is allowed
+    assert Event.select().count() == 1

@@ -1,7 +1,8 @@
-"""What people do to deliveries and endpoints: resend, recover, delete, disable and enable.
+"""What people do to deliveries and endpoints: resend, recover, probe now, delete, disable and enable.
 
-Shared by the API, the console and the CLI so each action has one implementation. Every
-resend and recover is recorded here (``ManualAttempt``) with who asked for it.
+Shared by the API, the console, the portal and the CLI so each action has one
+implementation. Every resend, recover and "try now" probe is recorded here
+(``ManualAttempt``) with who asked for it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from webhooks.health import presence
+from webhooks.config import ProbeInterval
+from webhooks.health import presence, probes
 from webhooks.storage.db import locking, retrying, write
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint, Event, ManualAttempt
@@ -68,15 +70,7 @@ def _queue_now(
     confirmed = publish_messages(publisher, topology, messages)
     now = utcnow()
     with write():
-        if confirmed:
-            ManualAttempt.insert_many([
-                {
-                    "delivery": message.delivery_id, "event": message.event_id, "tenant": message.tenant_id,
-                    "attempt_no": message.attempt, "trigger": message.trigger,
-                    "requested_by_kind": requester.kind, "requested_by": requester.name, "created_at": now,
-                }
-                for message in messages[:confirmed]
-            ]).execute()
+        _record_requester(messages[:confirmed], requester, now)
         for message in messages[:confirmed]:
             (
                 Delivery.update(next_attempt_at=now, updated_at=now)
@@ -88,6 +82,19 @@ def _queue_now(
                 .execute()
             )
     return confirmed
+
+
+def _record_requester(messages: list[DeliveryMessage], requester: Requester, now: datetime) -> None:
+    """Remember who asked for each of these attempts (in the caller's transaction)."""
+    if messages:
+        ManualAttempt.insert_many([
+            {
+                "delivery": message.delivery_id, "event": message.event_id, "tenant": message.tenant_id,
+                "attempt_no": message.attempt, "trigger": message.trigger,
+                "requested_by_kind": requester.kind, "requested_by": requester.name, "created_at": now,
+            }
+            for message in messages
+        ]).execute()
 
 
 @retrying
@@ -110,6 +117,24 @@ def resend(
     if _queue_now([message], requester, publisher, topology) != 1:
         raise BrokerUnavailable("the message broker is unavailable; try again in a few seconds")
     return Delivery.get_by_id(delivery.id)
+
+
+def probe_now(endpoint: Endpoint, interval: ProbeInterval, *, requester: Requester,
+              publisher: Publisher | None = None, topology: Topology | None = None) -> DeliveryMessage:
+    """Try now: probe an offline endpoint at once, asked for by ``requester``; the probe's message.
+
+    The probe is an attempt of the endpoint's oldest undelivered delivery, outside the
+    ladder: if it succeeds the endpoint is back and its paced, in-order release starts; if
+    not, nothing is used up and the clock goes on probing it (``webhooks.health.probes``).
+    NotProbed (a ValueError) says why the endpoint cannot be probed; nothing is changed then.
+    """
+    publisher, topology = _context(publisher, topology)
+    message = probes.take_probe(endpoint.id, interval, due_only=False)
+    if publish_messages(publisher, topology, [message]) != 1:
+        raise BrokerUnavailable("the message broker is unavailable; try again in a few seconds")
+    with write():
+        _record_requester([message], requester, utcnow())
+    return message
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,24 @@
-"""``flask`` commands: ``migrate``, ``tenant create`` (names are unique) and the tenant's API keys
-(add, list, revoke, rotate); each names the tenant it acted on."""
+"""``flask`` commands: ``migrate``, ``tenant create`` (names are unique), ``tenant list`` and the
+tenant's API keys (add, list, revoke, rotate); each takes a tenant's id or name and names the
+tenant it acted on."""
 
 from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import click
+import peewee
 from flask import Flask
-from peewee import IntegrityError, fn
+from peewee import IntegrityError
 from playhouse.migrations import Runner
 
 from webhooks.ingest.auth_keys import (
-    KeyNotFound, create_api_key, key_info, live_keys, revoke_key, rotate_key, tenant_info,
+    KeyNotFound, create_api_key, find_tenant, key_info, live_key_counts, live_keys, revoke_key, rotate_key,
+    tenant_info, tenant_named,
 )
+from webhooks.storage import db_errors
 from webhooks.storage.db import database, write
 from webhooks.durations import parse_seconds
 from webhooks.storage.ids import new_id
@@ -41,11 +46,6 @@ class TenantNameTaken(click.ClickException):
         self.existing = existing
 
 
-def tenant_named(name: str) -> Tenant | None:
-    """The tenant called ``name`` (any case), if there is one."""
-    return Tenant.get_or_none(fn.LOWER(Tenant.name) == name.lower())
-
-
 def create_tenant(name: str, contact_email: str | None = None) -> dict[str, str]:
     """A new tenant and its first API key, as printed by ``flask tenant create``; TenantNameTaken if the name is."""
     with database.connection_context():
@@ -61,11 +61,22 @@ def create_tenant(name: str, contact_email: str | None = None) -> dict[str, str]
     return {"id": tenant.id, "name": tenant.name, "api_key": api_key}
 
 
-def _tenant(tenant_id: str) -> Tenant:
-    tenant = Tenant.get_or_none(Tenant.id == tenant_id)
+def _tenant(id_or_name: str) -> Tenant:
+    """The tenant a command names, by its id or its name (``find_tenant``)."""
+    tenant = find_tenant(id_or_name)
     if tenant is None:
-        raise click.ClickException(f"no tenant {tenant_id}")
+        raise click.ClickException(f"no tenant with the id or name {id_or_name!r} (flask tenant list shows them)")
     return tenant
+
+
+def tenant_rows() -> list[dict[str, Any]]:
+    """Every tenant as ``flask tenant list`` prints it, oldest first, with its live keys counted."""
+    live = dict(live_key_counts())
+    return [
+        {**tenant_info(tenant), "contact_email": tenant.contact_email, "created_at": isoformat(tenant.created_at),
+         "live_keys": live.get(tenant.id, 0)}
+        for tenant in Tenant.select().order_by(Tenant.created_at, Tenant.id)
+    ]
 
 
 def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> float:
@@ -80,12 +91,15 @@ def init_app(app: Flask) -> None:
     @click.option("--directory", default=MIGRATIONS_DIR, show_default=True)
     def migrate_command(directory: str) -> None:
         """Apply the numbered migrations in migrations/ that have not run yet."""
-        applied = migrate(directory)
+        try:
+            applied = migrate(directory)
+        except peewee.OperationalError as error:  # unreachable or missing: one line, not a driver's traceback
+            raise click.ClickException(db_errors.explain(error, database.obj.webhooks_url)) from None
         click.echo("applied: " + ", ".join(applied) if applied else "database is up to date")
 
     @app.cli.group("tenant")
     def tenant_group() -> None:
-        """Manage tenants and their API keys."""
+        """Manage tenants and their API keys. TENANT is a tenant's id or its name."""
 
     @tenant_group.command("create")
     @click.argument("name")
@@ -98,8 +112,14 @@ def init_app(app: Flask) -> None:
             raise click.BadParameter("not an email address", param_hint="--contact-email")
         click.echo(json.dumps(create_tenant(name.strip(), contact_email)))
 
+    @tenant_group.command("list")
+    def tenant_list() -> None:
+        """Every tenant: a JSON array of {id, name, contact_email, created_at, live_keys}, oldest first."""
+        with database.connection_context():
+            click.echo(json.dumps(tenant_rows()))
+
     @tenant_group.command("add-key")
-    @click.argument("tenant_id")
+    @click.argument("tenant_id", metavar="TENANT")
     @click.option("--name", default="default", show_default=True, help="What the key is for (shown in listings).")
     def tenant_add_key(tenant_id: str, name: str) -> None:
         """Issue another key; prints JSON {id, name, api_key}. The key is shown only once."""
@@ -111,14 +131,14 @@ def init_app(app: Flask) -> None:
         click.echo(json.dumps({"id": row.id, "name": row.name, "api_key": api_key, "tenant": tenant_info(tenant)}))
 
     @tenant_group.command("keys")
-    @click.argument("tenant_id")
+    @click.argument("tenant_id", metavar="TENANT")
     def tenant_keys(tenant_id: str) -> None:
         """List the tenant's live keys: a JSON array of {id, name, created_at, last_used_at, expires_at}."""
         with database.connection_context():
             click.echo(json.dumps([key_info(row) for row in live_keys(_tenant(tenant_id))]))
 
     @tenant_group.command("revoke-key")
-    @click.argument("tenant_id")
+    @click.argument("tenant_id", metavar="TENANT")
     @click.argument("key_id")
     def tenant_revoke_key(tenant_id: str, key_id: str) -> None:
         """Revoke one key at once (web processes stop accepting it within API_KEY_CACHE_SECONDS)."""
@@ -131,7 +151,7 @@ def init_app(app: Flask) -> None:
         click.echo(json.dumps({"id": row.id, "revoked_at": isoformat(row.revoked_at), "tenant": tenant_info(tenant)}))
 
     @tenant_group.command("rotate-key")
-    @click.argument("tenant_id")
+    @click.argument("tenant_id", metavar="TENANT")
     @click.option("--key", "key_id", help="The key to replace (default: every live key of the tenant).")
     @click.option("--overlap", default="0s", show_default=True, callback=_duration,
                   help="How long the old key keeps working (e.g. 24h); 0s revokes it at once.")

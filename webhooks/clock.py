@@ -27,7 +27,7 @@ import peewee
 
 from webhooks import logs
 from webhooks.delivery import sweeper
-from webhooks.health import alert_emails, operational, recovery
+from webhooks.health import alert_emails, operational, probes, recovery
 from webhooks.storage import db, retention
 from webhooks.config import Settings
 from webhooks.ingest.idempotency import IDEMPOTENCY_TTL
@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 
 #: The loop wakes this often (seconds); each job runs when its own interval is up.
 TICK_SECONDS = 0.02
+
+#: Offline endpoints due for a probe are looked for this often (seconds): a probe comes at
+#: most this late after its time (``PROBE_INTERVAL``).
+PROBE_EVERY_SECONDS = 1.0
 
 #: Seconds between passes of the alert-email sender.
 EMAIL_EVERY_SECONDS = 2.0
@@ -167,7 +171,7 @@ def jobs(settings: Settings, publisher: Publisher) -> list[Job]:
     purger = retention.Purger(settings.retention_days)
     return [
         Job("relay", 1.0, lambda: relay_once(publisher, topology, settings.relay_grace)),
-        Job("probes", 1.0, lambda: recovery.promote_probes(publisher, topology)),
+        Job("probes", PROBE_EVERY_SECONDS, lambda: probes.probe_due(publisher, topology, settings.probe_interval)),
         Job("operational events", 0.5, lambda: operational.raise_pending(publisher, topology)),
         Job("disable failing", 60.0, lambda: recovery.disable_failing(settings.disable_after)),
         Job("lost messages", 60.0, lambda: sweeper.sweep(publisher, topology, settings.amqp_url)),
@@ -238,9 +242,10 @@ def run(settings: Settings, stop: threading.Event) -> None:
     mailer.start()
     releaser = threading.Thread(target=release_loop, args=(settings, stop), name="release", daemon=True)
     releaser.start()
-    log.info("clock running: %s; release of parked deliveries at most %g/s per endpoint; alert emails every %gs",
-             ", ".join(f"{job.name} every {job.every:g}s" for job in schedule), settings.release_rate,
-             EMAIL_EVERY_SECONDS)
+    log.info("clock running: %s; an offline endpoint probed %gs after it went offline, then at most every %gs "
+             "(PROBE_INTERVAL); release of parked deliveries at most %g/s per endpoint; alert emails every %gs",
+             ", ".join(f"{job.name} every {job.every:g}s" for job in schedule), settings.probe_interval.first,
+             settings.probe_interval.longest, settings.release_rate, EMAIL_EVERY_SECONDS)
     while not stop.is_set():
         run_due(schedule)
         stop.wait(TICK_SECONDS)

@@ -24,6 +24,37 @@ MAX_PREFETCH = 65_535
 WORKER_PREFETCH_RULE = f"a whole number of messages from 1 to {MAX_PREFETCH:,}"
 
 
+#: ``PROBE_INTERVAL``'s default: the first probe 5 s after an endpoint goes offline, then
+#: ever less often as the outage goes on, at least every 3 minutes (``ProbeInterval``).
+DEFAULT_PROBE_INTERVAL = "5s,3m"
+
+
+@dataclass(frozen=True)
+class ProbeInterval:
+    """``PROBE_INTERVAL``: how soon an offline endpoint is first probed, and the longest wait
+    between probes as the outage goes on (``webhooks.health.probes`` grows one into the other)."""
+
+    #: Seconds from going offline to the first probe, and the shortest wait between probes.
+    first: float = 5.0
+    #: The longest wait between two probes (seconds), however long the outage.
+    longest: float = 180.0
+
+    @classmethod
+    def parse(cls, text: str) -> "ProbeInterval":
+        """``5s,3m`` (the first, the longest) or one duration (a fixed interval)."""
+        parts = [part.strip() for part in text.split(",")]
+        if len(parts) > 2:
+            raise ValueError(f"PROBE_INTERVAL must be one duration or two, the first and the longest, such as 5s,3m "
+                             f"(got {text!r})")
+        try:
+            first, longest = parse_seconds(parts[0]), parse_seconds(parts[-1])
+        except ValueError as error:
+            raise ValueError(f"PROBE_INTERVAL: {error}") from None
+        if not 0 < first <= longest:
+            raise ValueError(f"PROBE_INTERVAL must be above zero, the first no longer than the longest (got {text!r})")
+        return cls(first, longest)
+
+
 def _whole_number(name: str, text: str, rule: str) -> int:
     """``text`` as a whole number, or a ValueError naming the variable and its ``rule``."""
     try:
@@ -71,6 +102,7 @@ class Settings:
     endpoint_max_in_flight: int = 128
     offline_after_failures: int = 5
     release_rate: float = 20.0
+    probe_interval: ProbeInterval = field(default_factory=ProbeInterval)
     disable_after: float = 5 * 86400.0
     #: Days an event is kept, with its deliveries and attempts, after it and its last
     #: activity (``webhooks.storage.retention``); what still waits for delivery is never purged.
@@ -145,6 +177,7 @@ class Settings:
             endpoint_max_in_flight=int(env.get("ENDPOINT_MAX_IN_FLIGHT", cls.endpoint_max_in_flight)),
             offline_after_failures=int(env.get("OFFLINE_AFTER_FAILURES", cls.offline_after_failures)),
             release_rate=float(env.get("RELEASE_RATE", cls.release_rate)),
+            probe_interval=ProbeInterval.parse(env.get("PROBE_INTERVAL", DEFAULT_PROBE_INTERVAL)),
             disable_after=parse_seconds(env.get("DISABLE_AFTER", "5d")),
             retention_days=_whole_number("RETENTION_DAYS", env.get("RETENTION_DAYS", str(cls.retention_days)),
                                          RETENTION_DAYS_RULE),
@@ -158,6 +191,8 @@ class Settings:
         )
         if isinstance(overrides.get("ladder"), str):
             overrides["ladder"] = Ladder.parse(overrides["ladder"])
+        if isinstance(overrides.get("probe_interval"), str):
+            overrides["probe_interval"] = ProbeInterval.parse(overrides["probe_interval"])
         return replace(base, **overrides)
 
     @property

@@ -11,8 +11,8 @@ import logging
 import math
 from typing import Any
 
-from flask import Flask, current_app, request
-from flask_smorest import Api, abort
+from flask import Flask, request
+from flask_smorest import Api
 from werkzeug.exceptions import (
     HTTPException,
     InternalServerError,
@@ -24,7 +24,7 @@ from werkzeug.exceptions import (
 from webhooks import metrics
 from webhooks.actions import BrokerUnavailable
 from webhooks.ingest.accept import RateLimited
-from webhooks.api import fast_ingest, register_blueprints
+from webhooks.api import body_limit, fast_ingest, register_blueprints
 from webhooks.api.error_docs import ErrorResponsesPlugin, document_too_many_requests
 from webhooks.pages.headers import SecurityHeaders
 
@@ -52,7 +52,8 @@ def init_web(app: Flask) -> None:
     document_too_many_requests(api.spec)
     register_blueprints(api)
     app.register_blueprint(metrics.blueprint)
-    app.before_request(reject_oversized_body)
+    app.request_class = body_limit.Request
+    app.before_request(body_limit.reject_oversized_body)
     fast_ingest.install(app)
     app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]  # outermost: it only adds headers
 
@@ -82,17 +83,6 @@ def init_web(app: Flask) -> None:
     for refusal in REFUSED_BY:
         app.register_error_handler(refusal, too_many_requests)
     app.register_error_handler(Exception, unexpected_error)
-
-
-def reject_oversized_body() -> None:
-    """413 as soon as ``Content-Length`` exceeds ``MAX_CONTENT_LENGTH``, before anything reads the body.
-
-    (A chunked body without a length is cut off by Werkzeug's limited stream, also with 413.)
-    """
-    limit = current_app.config.get("MAX_CONTENT_LENGTH")
-    length = request.content_length
-    if limit is not None and length is not None and length > limit:
-        abort(413, message=f"request body too large: at most {limit} bytes")
 
 
 def _with_data(error: HTTPException, message: str, headers: dict[str, str] | None = None) -> HTTPException:

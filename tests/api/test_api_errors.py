@@ -128,11 +128,60 @@ def test_syntax_errors_say_where(client: FlaskClient, headers: dict[str, str]) -
     assert "char 6" in assert_json_error(response, 400)["errors"]["json"][0]
 
 
-def test_json_that_is_not_an_object_is_422(client: FlaskClient, headers: dict[str, str]) -> None:
-    response = client.post("/v1/endpoints", json=["http://127.0.0.1/hook"], headers=headers)
+@pytest.mark.parametrize("path", ["/v1/events", "/v1/endpoints"])
+@pytest.mark.parametrize("document", [b"null", b"[]", b'"hi"', b"42", b'["http://127.0.0.1/hook"]'])
+def test_json_that_is_not_an_object_is_422_expected_a_json_object(
+    client: FlaskClient, headers: dict[str, str], path: str, document: bytes
+) -> None:
+    response = client.post(path, data=document, content_type="application/json", headers=headers)
 
-    body = assert_json_error(response, 422)
-    assert "json" in body["errors"]
+    assert assert_json_error(response, 422)["errors"] == {"json": {"_schema": ["expected a JSON object"]}}
+
+
+def test_a_batch_that_is_not_an_array_of_objects_says_which(client: FlaskClient, headers: dict[str, str]) -> None:
+    not_an_array = client.post("/v1/events/batch", data=b"null", content_type="application/json", headers=headers)
+    not_objects = client.post("/v1/events/batch", json=[{"event_type": "a", "payload": {}}, 42], headers=headers)
+
+    assert assert_json_error(not_an_array, 422)["errors"] == {"json": {"_schema": ["expected a JSON array of objects"]}}
+    assert assert_json_error(not_objects, 422)["errors"] == {"json": {"1": {"_schema": ["expected a JSON object"]}}}
+
+
+@pytest.mark.parametrize("path, body, field, message", [
+    ("/v1/events", {"event_type": "a", "payload": {}, "idempotency_key": "a\x00b"}, "idempotency_key",
+     "must not contain NUL characters"),
+    ("/v1/endpoints", {"url": "ftp://example.com/hook"}, "url", "URL scheme must be http or https, not 'ftp'"),
+    ("/v1/endpoints", {"url": "http://127.0.0.1/hook", "description": "a\x00b"}, "description",
+     "must not contain NUL characters"),
+])
+def test_a_field_refused_by_several_checks_gets_one_message_the_clearest(
+    client: FlaskClient, headers: dict[str, str], path: str, body: dict[str, Any], field: str, message: str
+) -> None:
+    response = client.post(path, json=body, headers=headers)
+
+    assert assert_json_error(response, 422)["errors"] == {"json": {field: [message]}}
+
+
+def test_a_bad_secret_on_rotate_gets_one_message(client: FlaskClient, headers: dict[str, str]) -> None:
+    endpoint = client.post("/v1/endpoints", json={"url": "http://127.0.0.1/hook"}, headers=headers).json
+
+    response = client.post(f"/v1/endpoints/{endpoint['id']}/secret/rotate", json={"secret": "nope"}, headers=headers)
+
+    assert assert_json_error(response, 422)["errors"] == {
+        "json": {"secret": ["must be 'whsec_' followed by the base64 of 24 to 64 bytes"]}}
+
+
+def test_an_ipv4_mapped_ipv6_url_is_judged_by_its_address_not_refused_as_malformed(
+    client: FlaskClient, headers: dict[str, str], make_app: Callable[..., Flask]
+) -> None:
+    mapped, native = "http://[::ffff:127.0.0.1]:9009/", "http://[::1]:9009/"
+
+    allowed = [client.post("/v1/endpoints", json={"url": url}, headers=headers) for url in (mapped, native)]
+    production = make_app(allow_private_targets=False).test_client()
+    refused = production.post("/v1/endpoints", json={"url": mapped}, headers=headers)
+
+    assert [response.status_code for response in allowed] == [201, 201]  # where private targets are allowed
+    assert assert_json_error(refused, 422)["errors"] == {"json": {"url": [
+        "::ffff:127.0.0.1 is an IPv4-mapped form of 127.0.0.1, a loopback address"]}}
 
 
 # --- keys --------------------------------------------------------------------------------

@@ -215,7 +215,7 @@ def test_the_cli_refuses_an_unknown_key_or_tenant(app: Flask, tenant: SimpleName
     bad_overlap = app.test_cli_runner().invoke(args=["tenant", "rotate-key", tenant.id, "--overlap", "soon"])
 
     assert unknown_key.exit_code == 1 and "no live API key key_nope" in unknown_key.output
-    assert unknown_tenant.exit_code == 1 and "no tenant ten_nope" in unknown_tenant.output
+    assert unknown_tenant.exit_code == 1 and "no tenant with the id or name 'ten_nope'" in unknown_tenant.output
     assert bad_overlap.exit_code == 2 and "invalid duration" in bad_overlap.output
     assert ApiKey.select().count() == 1
 

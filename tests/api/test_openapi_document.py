@@ -64,3 +64,17 @@ def test_the_idempotency_key_rule_is_in_the_operation_description(spec: dict[str
 
     assert "both: they must be equal, else 409" in operation["description"]
     assert "409" in operation["responses"]
+
+
+def test_last_success_at_is_documented_with_its_lag_as_the_code_has_it(spec: dict[str, Any]) -> None:
+    from pathlib import Path
+
+    from webhooks.health.presence import LAST_SUCCESS_RESOLUTION_SECONDS
+
+    lag = int(LAST_SUCCESS_RESOLUTION_SECONDS)
+    for schema in ("Endpoint", "EndpointHealth"):
+        described = spec["components"]["schemas"][schema]["properties"]["last_success_at"]["description"]
+        assert f"up to {lag} seconds" in described, schema
+    customers = (Path(__file__).resolve().parents[2] / "docs" / "customers.md").read_text()
+    assert re.search(rf"`last_success_at`, which is\s+recorded at most once a minute .* up to {lag} s", customers,
+                     re.DOTALL)

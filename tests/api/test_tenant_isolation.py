@@ -26,6 +26,7 @@ OBJECT_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/v1/endpoints/{endpoint}/secret", None),
     ("POST", "/v1/endpoints/{endpoint}/secret/rotate", {}),
     ("POST", "/v1/endpoints/{endpoint}/recover", {"since": "2000-01-01T00:00:00Z"}),
+    ("POST", "/v1/endpoints/{endpoint}/probe", None),
     ("GET", "/v1/endpoints/{endpoint}/attempts", None),
     ("GET", "/v1/events/{event}", None),
     ("GET", "/v1/events/{event}/attempts", None),

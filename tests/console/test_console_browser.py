@@ -19,7 +19,7 @@ from tests.conftest import wait_until
 from tests.console_helpers import PASSWORD, staff
 from tests.receivers import Receiver, always, sequence
 from tests.delivery.test_delivery_e2e import register, send
-from webhooks.storage.models import Delivery
+from webhooks.storage.models import Delivery, Endpoint
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -172,3 +172,32 @@ def test_the_event_page_lists_who_resent_and_shows_no_next_attempt_once_delivere
         expect(timeline.nth(1)).to_contain_text("asked by tenant API key")
         expect(timeline.nth(2)).to_contain_text(f"asked by {operator.email}")
         page.screenshot(path=str(ARTIFACTS / "console-event-resends.png"), full_page=True)
+
+
+def test_try_now_brings_back_an_offline_endpoint_whose_receiver_is_up_again(
+    browser, base_url, client, tenant, auth, make_settings, start_worker
+) -> None:
+    from tests.health.test_endpoint_health import Switch, statuses, take_offline
+
+    operator = staff("operator")
+    # Probes an hour apart and no clock running: only "Try now" can bring it back in this test.
+    settings = make_settings(probe_interval="1h", release_rate=40.0)
+    switch = Switch()
+    with Receiver(switch) as receiver:
+        start_worker(settings)
+        endpoint, events = take_offline(client, auth(tenant), receiver.url + "/hooks", 6, parked=6)
+        page = logged_in_page(browser, base_url, operator.email)
+        page.goto(f"{base_url}/console/endpoints/{endpoint['id']}")
+        expect(page.get_by_text("Next probe", exact=True)).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "console-endpoint-offline.png"), full_page=True)
+
+        switch.up = True
+        page.get_by_role("button", name="Try now").click()
+        expect(page.get_by_text(f"Probe of {endpoint['id']} queued")).to_be_visible()
+        wait_until(lambda: Delivery.get(Delivery.event == events[0]).status == "delivered", timeout=10)
+        page.reload()  # the probe delivered the oldest: the endpoint is back and releases the rest
+        expect(page.get_by_role("button", name="Try now")).to_have_count(0)
+        expect(page.get_by_text("an attempt succeeded")).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "console-endpoint-back.png"), full_page=True)
+    assert statuses(endpoint["id"]) == {"delivered": 1, "parked": 5}  # the clock releases the rest, in order
+    assert Endpoint.get_by_id(endpoint["id"]).health == "recovering"

@@ -153,7 +153,10 @@ def test_a_support_task_by_keyboard_alone_on_a_phone(
     user = staff("operator")
     page = browser.new_page(viewport={"width": WIDTHS["phone"], "height": 844})
     page.goto(f"{base_url}/console/")
-    page.keyboard.type(user.email)  # the email field has the focus
+    # The email field has the focus (autofocus), once the browser has applied it: on a loaded
+    # machine keys typed before then went nowhere and the login was a 401.
+    page.wait_for_function("document.activeElement && document.activeElement.id === 'email'")
+    page.keyboard.type(user.email)
     tab_to(page, "#password")
     page.keyboard.type(PASSWORD)
     page.keyboard.press("Enter")

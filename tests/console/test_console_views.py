@@ -265,6 +265,45 @@ def test_recover_since_resends_the_endpoints_dead_letters(client: FlaskClient, h
     assert "Nothing was changed" in bad.get_data(as_text=True)
 
 
+def test_try_now_probes_an_offline_endpoint_at_once_and_is_audited(client: FlaskClient, headers, settings) -> None:
+    from tests.conftest import queue_messages
+    from webhooks.messaging.messages import DeliveryMessage
+
+    endpoint = create_endpoint(client, headers)["id"]
+    log_in(client, "operator")
+    online_page = page(client, f"/console/endpoints/{endpoint}")
+    Endpoint.update(health="offline", offline_since=utcnow() - timedelta(minutes=1)).where(Endpoint.id == endpoint).execute()
+    event = post_event(client, headers).json
+    offline_page = page(client, f"/console/endpoints/{endpoint}")
+
+    tried = post_form(client, f"/console/endpoints/{endpoint}/probe", follow_redirects=True)
+
+    assert "Try now</button>" not in online_page and "Next probe" not in online_page
+    assert "Try now</button>" in offline_page and "Next probe" in offline_page and "55 s ago" in offline_page  # overdue
+    probe = Delivery.get(Delivery.event == event["id"])
+    assert f"Probe of {endpoint} queued with its oldest undelivered delivery {probe.id}" in tried.get_data(as_text=True)
+    queued = [DeliveryMessage.decode(*message) for message in queue_messages(settings.topology.primary)]
+    assert [(m.delivery_id, m.trigger) for m in queued] == [(probe.id, "probe")]
+    assert "probe" in page(client, "/console/audit")
+    assert f'probed offline endpoint <a class="mono" href="/console/endpoints/{endpoint}">' in page(client, "/console/")
+    Endpoint.update(disabled=True).where(Endpoint.id == endpoint).execute()
+    refused = post_form(client, f"/console/endpoints/{endpoint}/probe", follow_redirects=True)
+    assert "Nothing was changed: endpoint" in refused.get_data(as_text=True) and "is disabled" in refused.get_data(as_text=True)
+
+
+def test_probes_are_labelled_and_do_not_count_as_ladder_tiers_on_the_event_page(client: FlaskClient, headers) -> None:
+    delivery = failed_delivery(client, headers, attempts=0)
+    make_attempt(delivery.id, 1, outcome="retrying")
+    make_attempt(delivery.id, 2, trigger="probe", outcome="parked")
+    make_attempt(delivery.id, 3, trigger="probe", outcome="parked")
+    make_attempt(delivery.id, 4, outcome="retrying")
+    log_in(client, "viewer")
+
+    html = page(client, f"/console/events/{delivery.event_id}")
+
+    assert html.count("probe (endpoint offline)") == 2 and "tier 1 (after 1s)" in html and "tier 3" not in html
+
+
 def test_endpoint_list_filters_by_state(client: FlaskClient, headers) -> None:
     quiet = create_endpoint(client, headers, url="http://127.0.0.1:9/quiet")["id"]
     broken = create_endpoint(client, headers, url="http://127.0.0.1:9/broken")["id"]

@@ -341,3 +341,19 @@ def test_a_state_change_inside_a_batch_writes_the_counts_set_before_it_in_the_sa
     endpoint = Endpoint.get()
     assert (endpoint.health, endpoint.consecutive_failures) == ("offline", 5)
     assert len(updates) == 2, "one UPDATE going offline at the third failure, one for the two after it"
+
+
+def test_a_probe_is_only_for_an_offline_endpoint_and_the_ladder_parks_every_delivery_of_one(
+    tenant: SimpleNamespace
+) -> None:
+    first, second = _messages(tenant, 2)
+    Endpoint.update(health="offline", offline_since=utcnow(), probe_delivery_id=first.delivery_id).execute()
+
+    (ladder,) = claim_many([first], LEASE)  # the delivery the last probe was made with parks too
+    (probe,) = claim_many([second.next(trigger="probe")], LEASE)
+    Endpoint.update(health="recovering").execute()
+    (late,) = claim_many([first.next(trigger="probe")], LEASE)
+
+    assert ladder.state is ClaimState.PARKED and Delivery.get_by_id(first.delivery_id).status == "parked"
+    assert probe.state is ClaimState.CLAIMED
+    assert late.state is ClaimState.STALE  # back: the release sends what is parked, in order

@@ -90,3 +90,13 @@ def test_a_wait_goes_to_the_longest_tier_that_does_not_overshoot() -> None:
     assert wait_queue_for(3_000, LADDER, TOPOLOGY) == TOPOLOGY.defer
     assert wait_queue_for(60_000, LADDER, TOPOLOGY) == "t.wait.5s"
     assert wait_queue_for(7_200_000, LADDER, TOPOLOGY) == "t.wait.2h"
+
+
+def test_a_failed_probe_parks_its_delivery_and_uses_up_no_ladder_attempt() -> None:
+    # Two ladder attempts and 40 probes failed: the next ladder attempt is still the third, 5 minutes after.
+    for prior in ("parked", "retrying", "pending"):
+        probe = after_attempt(attempt(43, "probe"), FAILED, prior, 40, None, LADDER, TOPOLOGY, NOW)
+        assert (probe.status, probe.manual_attempts, probe.next_message, probe.exhausted) == ("parked", 41, None, False)
+    released = after_attempt(attempt(44), FAILED, "pending", 41, None, LADDER, TOPOLOGY, NOW)
+    assert released.queue == "t.wait.30m" and not released.exhausted
+    assert after_attempt(attempt(43, "probe"), DELIVERED, "parked", 40, None, LADDER, TOPOLOGY, NOW).status == "delivered"

@@ -135,3 +135,18 @@ def test_a_dev_mode_worker_never_calls_a_metadata_address_registered_before_the_
 
     assert attempt.error_class == "blocked_address" and attempt.response_status is None
     assert "169.254.169.254 is a cloud metadata service" in attempt.error
+
+
+def test_an_ipv4_mapped_url_is_registered_and_delivered_to_its_ipv4_address_where_that_is_allowed(
+    client: Any, headers: dict[str, str], settings: Settings, start_worker: Callable[[Settings], object]
+) -> None:
+    with Receiver() as receiver:
+        url = receiver.url.replace("127.0.0.1", "[::ffff:127.0.0.1]") + "/hook"
+        create_endpoint(client, headers, url=url)  # dev mode: loopback allowed, as [::1] is
+        start_worker(settings)
+
+        event = post_event(client, headers).json
+        (request,) = receiver.wait_for(1, timeout=10)
+        wait_until(lambda: Delivery.get(Delivery.event == event["id"]).status == "delivered")
+
+    assert request.headers["webhook-id"] == event["id"]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Iterator
 
 from tests.conftest import wait_until
 from tests.receivers import Receiver, RecordedRequest, always, pause, sequence
@@ -49,18 +52,28 @@ def take_offline(client, headers, url: str, count: int, parked: int) -> tuple[di
     return endpoint, events
 
 
-def test_a_down_endpoint_goes_offline_parks_the_rest_and_gets_everything_in_order_when_back(
-    client, tenant, auth, make_settings, start_worker, start_clock
-):
-    settings = make_settings(ladder="1s,2s,4s,8s", release_rate=40.0)
+@contextmanager
+def outage(client, headers, settings, start_worker, start_clock, count: int, parked: int) -> Iterator[SimpleNamespace]:
+    """A receiver that is down (``switch.up = True`` brings it back), a worker and a clock running, and an
+    endpoint of it taken offline with ``count`` events (``take_offline``): its ``switch``, ``receiver``,
+    ``endpoint`` and ``events``."""
     switch = Switch()
     with Receiver(switch) as receiver:
         start_worker(settings)
         start_clock(settings)
-        endpoint, events = take_offline(client, auth(tenant), receiver.url, 200, parked=195)
+        endpoint, events = take_offline(client, headers, receiver.url, count, parked)
+        yield SimpleNamespace(switch=switch, receiver=receiver, endpoint=endpoint, events=events)
+
+
+def test_a_down_endpoint_goes_offline_parks_the_rest_and_gets_everything_in_order_when_back(
+    client, tenant, auth, make_settings, start_worker, start_clock
+):
+    settings = make_settings(ladder="1s,2s,4s,8s", release_rate=40.0)
+    with outage(client, auth(tenant), settings, start_worker, start_clock, 200, parked=195) as down:
+        switch, receiver, endpoint, events = down.switch, down.receiver, down.endpoint, down.events
         calls_while_down = len(receiver.requests)
         time.sleep(1.5)
-        # Only the probe keeps knocking: 5 failures, what was in flight, and probe retries.
+        # Only probes knock now: 5 failures, what was in flight, and a probe (the first comes 5 s after).
         assert calls_while_down <= settings.offline_after_failures + settings.endpoint_max_in_flight + 2
         assert len(receiver.requests) <= calls_while_down + 2
 
@@ -266,34 +279,36 @@ def test_an_outage_sends_exactly_one_email_when_it_starts_and_one_when_it_ends(
     assert len(smtp.inbox.messages) == 2
 
 
-def test_recover_on_an_offline_endpoint_keeps_its_parked_deliveries_parked_and_they_arrive_in_order_when_it_is_back(
+def test_recover_on_an_offline_endpoint_keeps_its_parked_deliveries_parked_and_try_now_brings_them_in_order(
     client, tenant, auth, make_settings, start_worker, start_clock
 ):
-    # The probe waits 60 s after its second failure: nothing but the test brings the endpoint back.
-    settings = make_settings(ladder="1s,60s", release_rate=40.0)
-    switch = Switch()
-    with Receiver(switch) as receiver:
-        start_worker(settings)
-        start_clock(settings)
-        endpoint, events = take_offline(client, auth(tenant), receiver.url, 20, parked=19)  # all but the probe
+    # Probes every 60 s: nothing but the test's "try now" brings the endpoint back.
+    settings = make_settings(ladder="1s,2s", release_rate=40.0, probe_interval="60s")
+    with outage(client, auth(tenant), settings, start_worker, start_clock, 20, parked=20) as down:  # the probe's too
+        switch, receiver, endpoint, events = down.switch, down.receiver, down.endpoint, down.events
         parked = {d.id: d.attempts for d in Delivery.select().where(Delivery.status == "parked")}
 
         recovered = client.post(f"/v1/endpoints/{endpoint['id']}/recover",
                                 json={"since": "2000-01-01T00:00:00Z"}, headers=auth(tenant))
 
         assert recovered.status_code == 202
-        assert recovered.get_json() == {"queued": 0, "parked": 19}
+        assert recovered.get_json() == {"queued": 0, "parked": 20}
         assert {d.id: d.attempts for d in Delivery.select().where(Delivery.status == "parked")} == parked
         shown = client.get(f"/v1/endpoints/{endpoint['id']}", headers=auth(tenant)).get_json()
-        assert shown["health"] == "offline" and shown["parked_count"] == 19
+        assert shown["health"] == "offline" and shown["parked_count"] == 20
         calls_before_back = len(receiver.requests)
 
         switch.up = True
-        probe = Endpoint.get_by_id(endpoint["id"]).probe_delivery_id
-        assert client.post(f"/v1/deliveries/{probe}/resend", headers=auth(tenant)).status_code == 202
+        tried = client.post(f"/v1/endpoints/{endpoint['id']}/probe", headers=auth(tenant))
+        assert tried.status_code == 202
         wait_until(lambda: statuses(endpoint["id"]) == {"delivered": 20}, timeout=30)
 
     arrivals = [r.headers["webhook-id"] for r in receiver.requests[calls_before_back:]]
     assert arrivals == events  # each once, in creation order
+    probe = Delivery.get(Delivery.event == events[0])
+    assert tried.get_json() == {"endpoint_id": endpoint["id"], "delivery_id": probe.id,
+                                "attempt_no": parked[probe.id] + 1}
     after = {d.id: (d.attempts, d.manual_attempts) for d in Delivery.select().where(Delivery.id.in_(list(parked)))}
-    assert after == {delivery_id: (attempts + 1, 0) for delivery_id, attempts in parked.items()}
+    # Every delivery kept its ladder attempts: the probe is outside the ladder, like a resend.
+    assert after == {delivery_id: (attempts + 1, 1 if delivery_id == probe.id else 0)
+                     for delivery_id, attempts in parked.items()}

@@ -97,13 +97,20 @@ def test_a_request_naming_no_one_does_not_shrink_a_client_s_share() -> None:
     assert drain(turns) == ["healthz", "a0", "a1", "a2"]
 
 
-def test_while_others_are_active_a_client_is_paced_by_the_work_its_requests_made() -> None:
+def flood_beside_quiet() -> tuple[Clock, ClientTurns[str]]:
+    """A paced flood (100 deliveries a second while others are active) of three requests and a quiet
+    client's one, its first request and the quiet one's running."""
     clock = Clock()
     turns: ClientTurns[str] = ClientTurns(threads=8, share_alone=1, max_waiting=0, shared_rate=100.0, clock=clock)
     for n in range(3):
         turns.put("flood", f"f{n}")
     turns.put("quiet", "q0")
     assert drain(turns) == ["f0", "q0"]
+    return clock, turns
+
+
+def test_while_others_are_active_a_client_is_paced_by_the_work_its_requests_made() -> None:
+    clock, turns = flood_beside_quiet()
 
     turns.done("flood", cost=50)  # 50 deliveries at 100 a second: its next waits half a second
     turns.done("quiet", cost=0)
@@ -118,12 +125,7 @@ def test_while_others_are_active_a_client_is_paced_by_the_work_its_requests_made
 
 
 def test_the_time_a_request_ran_counts_towards_its_pace() -> None:
-    clock = Clock()
-    turns: ClientTurns[str] = ClientTurns(threads=8, share_alone=1, max_waiting=0, shared_rate=100.0, clock=clock)
-    for n in range(3):
-        turns.put("flood", f"f{n}")
-    turns.put("quiet", "q0")
-    assert drain(turns) == ["f0", "q0"]
+    clock, turns = flood_beside_quiet()
     started = clock.now
     clock.now += 0.3
 
@@ -136,12 +138,7 @@ def test_the_time_a_request_ran_counts_towards_its_pace() -> None:
 
 def test_a_client_whose_pace_is_paid_for_but_at_its_share_is_not_due_again_and_again() -> None:
     """The server's loop waits until ``next_due``: a time already passed would wake it at once, for ever."""
-    clock = Clock()
-    turns: ClientTurns[str] = ClientTurns(threads=8, share_alone=1, max_waiting=0, shared_rate=100.0, clock=clock)
-    for n in range(3):
-        turns.put("flood", f"f{n}")
-    turns.put("quiet", "q0")
-    assert drain(turns) == ["f0", "q0"]
+    clock, turns = flood_beside_quiet()
     turns.done("flood", cost=10, started=clock.now)
     clock.now += 0.1
     assert drain(turns) == ["f1"]  # paid for, and running again: at its share, with f2 waiting

@@ -1,4 +1,4 @@
-"""/v1/deliveries: one event to one endpoint, its attempts, and resending it now."""
+"""/v1/deliveries: one event to one endpoint, its attempts, and resending it now; the list of them (failed ones)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,40 @@ from flask.views import MethodView
 from flask_smorest import abort
 
 from webhooks import actions
-from webhooks.api.common import api_requester, attempt_page, get_owned, recent_attempts
+from webhooks.api.common import api_requester, attempt_page, current_tenant, cursor_page, get_owned, recent_attempts
 from webhooks.api.parsing import Blueprint
 from webhooks.api.auth import require_tenant
 from webhooks.storage.models import Attempt, Delivery
-from webhooks.api.schemas import AttemptListArgsSchema, AttemptPageSchema, DeliveryDetailSchema, DeliverySchema
+from webhooks.api.schemas import (
+    AttemptListArgsSchema, AttemptPageSchema, DeliveryDetailSchema, DeliveryListArgsSchema, DeliveryPageSchema,
+    DeliverySchema,
+)
 
 blp = Blueprint("deliveries", __name__, url_prefix="/v1/deliveries", description="Deliveries and resends")
 blp.before_request(require_tenant)
+
+
+@blp.route("")
+class Deliveries(MethodView):
+    @blp.arguments(DeliveryListArgsSchema, location="query")
+    @blp.response(200, DeliveryPageSchema)
+    def get(self, args: dict[str, Any]) -> dict[str, Any]:
+        """List deliveries, newest first: `?status=failed` is what exhausted its retries.
+
+        Narrow with `status`, `endpoint_id` and `since` (created at or after); page with
+        `cursor` (the `next_cursor` of the previous page) and `limit`. A failed delivery
+        gets a fresh attempt with `POST /v1/deliveries/{delivery_id}/resend`, every failed
+        delivery of an endpoint since a time with `POST /v1/endpoints/{endpoint_id}/recover`.
+        """
+        condition = Delivery.tenant == current_tenant().id
+        if "status" in args:
+            condition &= Delivery.status == args["status"]
+        if "endpoint_id" in args:
+            condition &= Delivery.endpoint == args["endpoint_id"]
+        if "since" in args:
+            condition &= Delivery.created_at >= args["since"]
+        return cursor_page(Delivery.select().where(condition), Delivery.id, limit=args["limit"],
+                           after=args.get("cursor"), newest_first=True)
 
 
 @blp.route("/<delivery_id>")

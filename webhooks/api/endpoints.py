@@ -17,6 +17,7 @@ from webhooks.api.parsing import Blueprint
 from webhooks.api.auth import require_tenant
 from webhooks.storage.ids import new_id
 from webhooks.storage.models import Attempt, Delivery, Endpoint, HealthChange, Tenant
+from webhooks.health import probes
 from webhooks.health.presence import health_of
 from webhooks.api.schemas import (
     AttemptPageSchema,
@@ -28,6 +29,7 @@ from webhooks.api.schemas import (
     EndpointSchema,
     EndpointUpdateSchema,
     EndpointWithSecretSchema,
+    ProbeResultSchema,
     RecoverResultSchema,
     RecoverSchema,
     SecretRotateSchema,
@@ -41,7 +43,8 @@ MAX_HEALTH_CHANGES = 100
 
 #: Endpoint attributes the health view repeats.
 HEALTH_FIELDS = (
-    "consecutive_failures", "failing_since", "offline_since", "last_success_at", "parked_count", "oldest_parked_at",
+    "consecutive_failures", "failing_since", "offline_since", "probe_due_at", "last_success_at", "parked_count",
+    "oldest_parked_at",
 )
 
 #: ``disabled_reason`` of an endpoint a person disabled through the API.
@@ -55,7 +58,8 @@ blp.before_request(require_tenant)
 
 
 def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
-    """Attach ``parked_count``, ``oldest_parked_at`` and ``concurrency`` to each endpoint (a query each for all)."""
+    """Attach ``parked_count``, ``oldest_parked_at``, ``concurrency`` (a query each for all) and
+    ``probe_due_at`` to each endpoint."""
     stats = {
         row.endpoint_id: (row.count, row.oldest)
         for row in Delivery.select(
@@ -65,9 +69,11 @@ def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
         .group_by(Delivery.endpoint)
     } if endpoints else {}
     windows = endpoint_windows.of_endpoints([e.id for e in endpoints])
-    ceiling = current_app.extensions["webhooks.settings"].endpoint_max_in_flight
+    settings = current_app.extensions["webhooks.settings"]
+    ceiling = settings.endpoint_max_in_flight
     for endpoint in endpoints:
         endpoint.parked_count, endpoint.oldest_parked_at = stats.get(endpoint.id, (0, None))
+        endpoint.probe_due_at = probes.due_at(endpoint, settings.probe_interval)
         # No worker is calling it now: no window to show (its next calls start from a small one).
         endpoint.concurrency = windows.get(endpoint.id) or {"window": None, "ceiling": ceiling, "in_flight": 0}
     return endpoints
@@ -247,6 +253,33 @@ class EndpointRecovery(MethodView):
         """
         result = actions.recover(get_owned(Endpoint, endpoint_id), data["since"], requester=api_requester())
         return {"queued": result.queued, "parked": result.parked}
+
+
+@blp.route("/<endpoint_id>/probe")
+class EndpointProbe(MethodView):
+    @blp.response(202, ProbeResultSchema)
+    @blp.alt_response(409, response="CONFLICT")
+    @blp.alt_response(503, response="SERVICE_UNAVAILABLE")
+    def post(self, endpoint_id: str) -> dict[str, Any]:
+        """Try now: probe an offline endpoint at once ("I'm back"); on success what it missed is released.
+
+        While an endpoint is offline the service probes it by itself, soon after it went
+        offline and then at an interval that grows with the outage up to a few minutes
+        (`PROBE_INTERVAL`; `next_probe_at` on the endpoint says when). This probes it now,
+        with its oldest undelivered delivery, outside the retry ladder. If the endpoint
+        answers 2xx that delivery is delivered, the endpoint is `recovering` and the rest of
+        what it missed follows in order, paced; if not, it stays parked with every attempt it
+        had, and the probes go on. The answer comes before the probe is made: watch the
+        endpoint's `health`, or the delivery. 409 if the endpoint is not offline (online,
+        recovering, or disabled: enable it instead) or owes no delivery to probe with.
+        """
+        endpoint = get_owned(Endpoint, endpoint_id)
+        interval = current_app.extensions["webhooks.settings"].probe_interval
+        try:
+            message = actions.probe_now(endpoint, interval, requester=api_requester())
+        except probes.NotProbed as error:
+            abort(409, message=str(error))
+        return {"endpoint_id": endpoint.id, "delivery_id": message.delivery_id, "attempt_no": message.attempt}
 
 
 @blp.route("/<endpoint_id>/attempts")

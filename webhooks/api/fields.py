@@ -99,12 +99,15 @@ def valid_secret(value: str) -> None:
         raise ValidationError("must be 'whsec_' followed by the base64 of 24 to 64 bytes")
 
 
+def id_pattern(prefix: str) -> str:
+    """The ids of one kind (``ep_…``), as a regex that reads the same in Python and in OpenAPI."""
+    return f"^{prefix}_[{ALPHABET}]{{26}}$(?!\\n)"
+
+
 def cursor_field(prefix: str) -> fields.String:
     """The ``cursor`` of a list whose rows have ``prefix`` ids: the ``next_cursor`` of its previous page."""
     return fields.String(
-        validate=validate.Regexp(
-            f"^{prefix}_[{ALPHABET}]{{26}}$(?!\\n)", error="must be the next_cursor of a previous page of this list"
-        ),
+        validate=validate.Regexp(id_pattern(prefix), error="must be the next_cursor of a previous page of this list"),
         metadata={"description": "Opaque: the `next_cursor` of the previous page, passed back unchanged "
                                  "(absent for the first page). Anything else is a 422."},
     )

@@ -10,14 +10,15 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.api.fields import (
     DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, MAX_EVENT_TYPES, MAX_METADATA_KEYS, MAX_PAGE_SIZE, MAX_SEQ,
-    MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, StrictBoolean, UtcDateTime, cursor_field, parses_as_url, unique,
-    valid_secret,
+    MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, StrictBoolean, UtcDateTime, cursor_field, id_pattern, parses_as_url,
+    unique, valid_secret,
 )
 from webhooks.delivery.netguard import URL_PATTERN
 from webhooks.delivery.signing import SCHEMES, public_key, scheme_of, shared_secret
 from webhooks.durations import parse_seconds, pattern_up_to
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.health.presence import health_of
+from webhooks.storage.statuses import DELIVERY_STATUSES
 
 
 # --- requests ---------------------------------------------------------------------------
@@ -28,8 +29,8 @@ class EndpointCreateSchema(Schema):
         required=True,
         validate=[
             validate.Length(1, MAX_URL_LENGTH),
+            parses_as_url,  # the specific reason first (a 422 shows each field's first)
             validate.Regexp(URL_PATTERN, error="must be an http:// or https:// URL with a host name or IP address"),
-            parses_as_url,
         ],
         metadata={"description": "Where events are POSTed: `http://` or `https://`, a host name or IP address, "
                                  "an optional port and path (printable ASCII; percent-encode the rest)."},
@@ -156,6 +157,19 @@ class AttemptListArgsSchema(EndpointListArgsSchema):
     cursor = cursor_field("att")
 
 
+class DeliveryListArgsSchema(EndpointListArgsSchema):
+    cursor = cursor_field("dlv")
+    status = fields.String(
+        validate=validate.OneOf(DELIVERY_STATUSES, error="must be one of: {choices}"),
+        metadata={"description": "Only deliveries with this status: `failed` lists what exhausted its retries."},
+    )
+    endpoint_id = fields.String(
+        validate=validate.Regexp(id_pattern("ep"), error="must be an endpoint id (ep_ and 26 letters and digits)"),
+        metadata={"description": "Only deliveries to this endpoint."},
+    )
+    since = UtcDateTime(metadata={"description": "Only deliveries created at or after this time (ISO 8601)."})
+
+
 class EventListArgsSchema(Schema):
     after = fields.Integer(
         load_default=0,
@@ -186,6 +200,21 @@ class ConcurrencySchema(Schema):
     in_flight = fields.Integer(metadata={"description": "Calls in flight now."})
 
 
+#: While the endpoint is offline, when it is probed next (``webhooks.health.probes``).
+NEXT_PROBE_AT = UtcDateTime(
+    allow_none=True, attribute="probe_due_at",
+    metadata={"description": "While the endpoint is offline: when it is probed next, with its oldest undelivered "
+                             "delivery (`POST /v1/endpoints/{endpoint_id}/probe` probes it now). Null otherwise."},
+)
+
+#: ``presence.LAST_SUCCESS_RESOLUTION_SECONDS``: a healthy endpoint's row is not written on every success.
+LAST_SUCCESS_AT = UtcDateTime(
+    allow_none=True,
+    metadata={"description": "When an attempt last succeeded. Recorded at most once a minute while the endpoint "
+                             "keeps succeeding, so it can lag the latest success by up to 60 seconds."},
+)
+
+
 class EndpointSchema(Schema):
     id = fields.String()
     url = fields.String()
@@ -202,13 +231,21 @@ class EndpointSchema(Schema):
     consecutive_failures = fields.Integer()
     failing_since = UtcDateTime(allow_none=True)
     offline_since = UtcDateTime(allow_none=True)
-    last_success_at = UtcDateTime(allow_none=True)
+    next_probe_at = NEXT_PROBE_AT
+    last_success_at = LAST_SUCCESS_AT
     parked_count = fields.Integer(metadata={"description": "Deliveries waiting for the endpoint to be back."})
     oldest_parked_at = UtcDateTime(allow_none=True)
     concurrency = fields.Nested(ConcurrencySchema)
     signature_scheme = _scheme_field()
     created_at = UtcDateTime()
     updated_at = UtcDateTime()
+
+
+class ProbeResultSchema(Schema):
+    endpoint_id = fields.String()
+    delivery_id = fields.String(metadata={"description": "The delivery the endpoint is probed with: the oldest it "
+                                                         "is still owed, so what it missed arrives in order."})
+    attempt_no = fields.Integer(metadata={"description": "The probe's attempt number (see the delivery's attempts)."})
 
 
 class HealthChangeSchema(Schema):
@@ -223,7 +260,8 @@ class EndpointHealthSchema(Schema):
     consecutive_failures = fields.Integer()
     failing_since = UtcDateTime(allow_none=True)
     offline_since = UtcDateTime(allow_none=True)
-    last_success_at = UtcDateTime(allow_none=True)
+    next_probe_at = NEXT_PROBE_AT
+    last_success_at = LAST_SUCCESS_AT
     parked_count = fields.Integer()
     oldest_parked_at = UtcDateTime(allow_none=True)
     changes = fields.List(fields.Nested(HealthChangeSchema), metadata={"description": "Newest first, at most 100."})
@@ -274,7 +312,7 @@ class AttemptSchema(Schema):
     event_id = fields.String()
     endpoint_id = fields.String()
     attempt_no = fields.Integer()
-    trigger = fields.String(metadata={"description": "ladder, resend or recover."})
+    trigger = fields.String(metadata={"description": "ladder, resend, recover, or probe (of an offline endpoint)."})
     started_at = UtcDateTime()
     duration_ms = fields.Float()
     url = fields.String()
@@ -331,6 +369,12 @@ class EventPageSchema(Schema):
 
 class EndpointPageSchema(Schema):
     data = fields.List(fields.Nested(EndpointSchema))
+    next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
+    has_more = fields.Boolean()
+
+
+class DeliveryPageSchema(Schema):
+    data = fields.List(fields.Nested(DeliverySchema))
     next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
     has_more = fields.Boolean()
 

@@ -14,13 +14,17 @@ from webhooks.storage.statuses import LADDER_STATUSES
 from webhooks.storage.timeutil import to_naive_utc
 
 
-def tier_label(attempt_no: int, trigger: str, ladder: Ladder) -> str:
-    """Which tier an attempt belongs to: ``first try``, ``tier 2 (after 5m)``, or a person's ``resend``."""
+def tier_label(ladder_no: int, trigger: str, ladder: Ladder) -> str:
+    """Which tier an attempt belongs to: ``first try``, ``tier 2 (after 5m)``, or a person's ``resend``.
+
+    ``ladder_no``: the attempt's place among its delivery's ladder attempts (resends, recovers
+    and probes, outside the ladder, do not move a delivery along it)."""
     if trigger != "ladder":
-        return {"resend": "manual resend", "recover": "recover / replay"}.get(trigger, trigger)
-    if attempt_no <= 1:
+        return {"resend": "manual resend", "recover": "recover / replay",
+                "probe": "probe (endpoint offline)"}.get(trigger, trigger)
+    if ladder_no <= 1:
         return "first try"
-    tier = attempt_no - 1
+    tier = ladder_no - 1
     if tier > len(ladder.delays_ms):
         return f"tier {tier}"
     return f"tier {tier} (after {name_ms(ladder.delays_ms[tier - 1])})"

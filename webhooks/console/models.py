@@ -39,7 +39,7 @@ class AuditEntry(ConsoleModel):
 
     id = peewee.AutoField()
     actor = peewee.CharField(max_length=320)
-    #: ``resend``, ``replay``, ``replay_all``, ``recover``, ``disable``, ``enable``.
+    #: ``resend``, ``replay``, ``replay_all``, ``recover``, ``probe`` (try now), ``disable``, ``enable``.
     action = peewee.CharField(max_length=32)
     #: ``delivery``, ``endpoint`` or ``replay_job``, and its id.
     target_type = peewee.CharField(max_length=32)

@@ -10,6 +10,7 @@ from typing import Any
 import peewee
 
 from webhooks.console.formatting import parse_when
+from webhooks.ingest.auth_keys import find_tenant
 from webhooks.storage.ids import has_prefix
 from webhooks.storage.models import Delivery, Endpoint, Event, Tenant
 from webhooks.storage.timeutil import isoformat, utcnow
@@ -142,15 +143,11 @@ def _when(args: Mapping[str, str], name: str, now: datetime) -> datetime | None:
 
 
 def tenant_ids(text: str) -> tuple[str, ...]:
-    """Tenants named exactly ``text`` (any case), or the tenant with that id; FilterError if none."""
-    text = text.strip()
-    if has_prefix(text, "ten"):
-        ids = [text] if Tenant.get_or_none(Tenant.id == text) else []
-    else:
-        ids = [row.id for row in Tenant.select(Tenant.id).where(peewee.fn.LOWER(Tenant.name) == text.lower())]
-    if not ids:
-        raise FilterError("tenant", f"no tenant with the id or name {text!r}")
-    return tuple(ids)
+    """The tenant with the id or name ``text`` (``find_tenant``), as a filter; FilterError if none."""
+    tenant = find_tenant(text)
+    if tenant is None:
+        raise FilterError("tenant", f"no tenant with the id or name {text.strip()!r}")
+    return (tenant.id,)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from webhooks.storage.pg_prepared import PreparedStatements, small_batch_name
 from webhooks.delivery.endpoint_view import EndpointView
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint
-from webhooks.storage.statuses import LADDER_STATUSES, MANUAL_STATUSES, UNFINISHED_STATUSES
+from webhooks.storage.statuses import LADDER_STATUSES, MANUAL_STATUSES, PROBE_STATUSES, UNFINISHED_STATUSES
 from webhooks.storage.timeutil import utcnow
 
 
@@ -42,7 +42,7 @@ class ClaimState(enum.Enum):
     BUSY = "busy"
     #: The endpoint's rate limit is used up: try again after ``wait`` seconds.
     THROTTLED = "throttled"
-    #: The endpoint is disabled, or offline and this is not its probe: the delivery parked.
+    #: The endpoint is disabled, or offline (and this is not a probe): the delivery parked.
     PARKED = "parked"
     #: The endpoint was deleted: the delivery was cancelled.
     CANCELLED = "cancelled"
@@ -174,6 +174,10 @@ class _Row(NamedTuple):
     next_attempt_at: datetime | None
 
 
+#: The statuses an attempt may act on, by its trigger (resends and recovers: ``MANUAL_STATUSES``).
+ALLOWED_STATUSES = {"ladder": LADDER_STATUSES, "probe": PROBE_STATUSES}
+
+
 def _claim_each(messages: list[DeliveryMessage], now: datetime, lease_until: datetime,
                 already: set[str]) -> list[Claim]:
     """Decide the messages the common path did not lease, one by one."""
@@ -233,7 +237,7 @@ class _Decisions:
         self._decided = set(already)
 
     def decide(self, message: DeliveryMessage) -> Claim:
-        allowed = LADDER_STATUSES if message.trigger == "ladder" else MANUAL_STATUSES
+        allowed = ALLOWED_STATUSES.get(message.trigger, MANUAL_STATUSES)
         row = self.rows.get(message.delivery_id)
         if row is None or row.attempts != message.attempt - 1 or row.status not in allowed:
             return Claim(ClaimState.STALE, None if row is None else row.status)
@@ -242,10 +246,15 @@ class _Decisions:
         endpoint = row.endpoint
         if endpoint.deleted_at is not None:
             return self._settle(message, row.status, ClaimState.CANCELLED, UNFINISHED_STATUSES)
+        if message.trigger == "probe" and (endpoint.health != presence.OFFLINE or endpoint.disabled):
+            # Back already (the release sends what is parked, in order, one at a time) or
+            # disabled by someone meanwhile: a probe is only for an offline endpoint.
+            return Claim(ClaimState.STALE, row.status)
         parks = endpoint.disabled or (
             message.trigger == "ladder"
             and (
-                (endpoint.health == presence.OFFLINE and endpoint.probe_delivery_id != message.delivery_id)
+                # Offline, nothing climbs the ladder: the clock probes the endpoint instead.
+                endpoint.health == presence.OFFLINE
                 # A retry from before the outage, back from a waiting tier while the parked
                 # deliveries are released: it joins them, to arrive in creation order.
                 or (endpoint.health == presence.RECOVERING and row.status == "retrying")

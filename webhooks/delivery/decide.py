@@ -6,7 +6,8 @@ when one of them fails on a delivery that is still retrying, the delivery keeps 
 place (the attempt it was waiting for stays due when it was due, and the tiers after
 it are the ones it would have had), so a person's resend never pushes a delivery
 further down the ladder. A resend of a finished delivery is one attempt, no more; a
-failed resend of a parked delivery leaves it parked.
+failed resend of a parked delivery leaves it parked. A probe of an offline endpoint is
+outside the ladder too: a failed one parks its delivery, its ladder attempts intact.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def after_attempt(
         return Step("delivered", manual_attempts=manual_attempts)
     if verdict.gone:
         # Kept for whoever enables the endpoint again: released in order then.
+        return Step("parked", manual_attempts=manual_attempts)
+    if message.trigger == "probe":
+        # The endpoint is still away: its delivery waits parked, with every ladder attempt
+        # it had, for the next probe (``webhooks.health.probes``).
         return Step("parked", manual_attempts=manual_attempts)
     if prior_status == "parked":
         # A resend of a parked delivery that fails leaves it parked, in its place for the

@@ -295,11 +295,16 @@ def resolve(host: str, port: int, resolver: Resolver | None = None) -> list[str]
 
 
 _HEX = "[0-9A-Fa-f]{1,4}"
-#: An IPv6 literal in brackets, hexadecimal groups only (the eight RFC 4291 forms with and without "::").
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+#: An IPv6 literal in brackets: the RFC 4291 forms with and without "::", in hexadecimal groups,
+#: or ending in an IPv4 address (``[::ffff:127.0.0.1]``, ``[64:ff9b::1.2.3.4]``: the guard unwraps those).
 _IPV6_LITERAL = r"\[(?:" + "|".join(
     [f"(?:{_HEX}:){{7}}{_HEX}", f"(?:{_HEX}:){{1,7}}:"]
     + [f"(?:{_HEX}:){{1,{6 - i}}}(?::{_HEX}){{1,{i + 1}}}" for i in range(6)]
     + [f":(?:(?::{_HEX}){{1,7}}|:)"]
+    + [f"(?:{_HEX}:){{6}}{_IPV4}", f"::(?:{_HEX}:){{0,5}}{_IPV4}"]
+    + [f"(?:{_HEX}:){{1,{5 - i}}}:(?:{_HEX}:){{{i}}}{_IPV4}" for i in range(5)]
 ) + r")\]"
 #: A port 1..65535 without leading zeros.
 _PORT = r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"
@@ -308,10 +313,9 @@ _PORT = r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-
 #: printable ASCII. Every string it matches passes ``split_url`` (tests/delivery/test_netguard.py checks that
 #: with generated strings), so the documented pattern is exactly what the server enforces.
 #: ``$(?!\n)``: Python's ``$`` also matches before a final newline.
-_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 #: A host name; four dot-separated numbers only as a valid IPv4 address (httpx refuses ``1.2.3.04``).
 _HOST = (
-    rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+    rf"{_IPV4}"
     r"|(?![0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(?![A-Za-z0-9_.-]))[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?"
 )
 URL_PATTERN = (

@@ -203,7 +203,7 @@ def _apply_outcome(writes: presence.EndpointWrites, message: DeliveryMessage, ou
         writes.disable(outcome.disable_reason, now)
     elif outcome.status != "delivered":
         summary = outcome.last_error or "failed"
-        presence.record_failure(writes, message.delivery_id, summary, outcome.counts_as_failure, offline_after, now)
+        presence.record_failure(writes, summary, outcome.counts_as_failure, offline_after, now)
     if outcome.exhausted and message.event_type not in OPERATIONAL_EVENT_TYPES:
         # Never about an operational event: alerts do not raise alerts.
         presence.raise_alert(

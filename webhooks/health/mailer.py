@@ -13,6 +13,8 @@ from email.utils import parseaddr
 from typing import Literal
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from webhooks.secrecy import mask
+
 #: ``plain``: no TLS (local relays, tests); ``starttls``: upgrade on port 587; ``tls``: implicit TLS.
 Security = Literal["plain", "starttls", "tls"]
 
@@ -25,8 +27,6 @@ QUERY_PARAMS = frozenset({"from", "starttls"})
 #: Spellings of a boolean query value.
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
-#: What replaces the password wherever it would otherwise show.
-REDACTED = "***"
 
 
 class MailError(Exception):
@@ -101,10 +101,7 @@ class SmtpConfig:
 
     def redact(self, text: str) -> str:
         """``text`` with the password (raw or percent-encoded) replaced by ``***``."""
-        if self.password:
-            for form in {self.password, quote(self.password, safe=""), quote(self.password)}:
-                text = text.replace(form, REDACTED)
-        return text
+        return mask(text, self.password)
 
 
 def _boolean(value: str) -> bool:

@@ -1,8 +1,8 @@
 """Endpoint presence (a circuit breaker shared by every worker): online, offline, recovering.
 
-After ``OFFLINE_AFTER_FAILURES`` consecutive failures an endpoint goes offline: new
-deliveries park and one probe delivery keeps going through the ladder. A success
-brings it back: ``recovering`` while the clock releases its parked deliveries in
+After ``OFFLINE_AFTER_FAILURES`` consecutive failures an endpoint goes offline: its
+deliveries park, none climbs the ladder, and the clock probes it at a bounded interval
+(``webhooks.health.probes``). A success (a probe's) brings it back: ``recovering`` while the clock releases its parked deliveries in
 order, then ``online``. Each change is recorded with its reason and raises one alert.
 Every function here runs inside the caller's transaction, on a locked endpoint row.
 
@@ -100,20 +100,12 @@ def raise_alert(endpoint: Endpoint, kind: str, reason: str, now: datetime, **dat
     )
 
 
+#: The columns of an endpoint that is not offline (nor about to be probed).
+NOT_PROBING = {"offline_since": None, "probe_delivery_id": None, "next_probe_at": None}
+
+
 def has_parked(endpoint_id: str) -> bool:
     return Delivery.select().where((Delivery.endpoint == endpoint_id) & (Delivery.status == "parked")).exists()
-
-
-def oldest_unfinished(endpoint_id: str) -> str | None:
-    """The endpoint's oldest delivery still in the ladder: the probe, so that once the
-    endpoint answers, what it missed arrives from the oldest on."""
-    row = (
-        Delivery.select(Delivery.id)
-        .where((Delivery.endpoint == endpoint_id) & Delivery.status.in_(("pending", "retrying")))
-        .order_by(Delivery.created_at, Delivery.id)
-        .first()
-    )
-    return None if row is None else row.id
 
 
 #: A healthy endpoint's ``last_success_at`` is refreshed at most this often (seconds), so
@@ -140,14 +132,12 @@ def record_success(writes: EndpointWrites, now: datetime) -> None:
     columns = {"consecutive_failures": 0, "failing_since": None, "last_success_at": now}
     if endpoint.health == OFFLINE and not endpoint.disabled:
         state = RECOVERING if has_parked(endpoint.id) else ONLINE
-        writes.change(state, "an attempt succeeded", now, health=state, offline_since=None, probe_delivery_id=None,
-                      **columns)
+        writes.change(state, "an attempt succeeded", now, health=state, **NOT_PROBING, **columns)
     else:
         writes.set(**columns)
 
 
-def record_failure(writes: EndpointWrites, delivery_id: str, summary: str, counts: bool, threshold: int,
-                   now: datetime) -> None:
+def record_failure(writes: EndpointWrites, summary: str, counts: bool, threshold: int, now: datetime) -> None:
     """An attempt failed; ``counts`` is False for a 429 (the endpoint is up, just busy)."""
     if not counts:
         return
@@ -156,8 +146,8 @@ def record_failure(writes: EndpointWrites, delivery_id: str, summary: str, count
     columns = {"consecutive_failures": failures, "failing_since": endpoint.failing_since or now}
     if endpoint.health != OFFLINE and not endpoint.disabled and failures >= threshold:
         reason = f"{failures} consecutive failures, the last: {summary}"
-        probe = oldest_unfinished(endpoint.id) or delivery_id
-        writes.change(OFFLINE, reason, now, health=OFFLINE, offline_since=now, probe_delivery_id=probe, **columns)
+        # The first probe comes ``PROBE_INTERVAL``'s first interval from now (``next_probe_at`` None).
+        writes.change(OFFLINE, reason, now, health=OFFLINE, **{**NOT_PROBING, "offline_since": now}, **columns)
     else:
         writes.set(**columns)
 
@@ -175,5 +165,5 @@ def enable(endpoint: Endpoint, now: datetime) -> None:
     change(
         endpoint, state, "enabled", now,
         disabled=False, disabled_reason=None, health=state, consecutive_failures=0,
-        failing_since=None, offline_since=None, probe_delivery_id=None,
+        failing_since=None, **NOT_PROBING,
     )

@@ -1,9 +1,7 @@
-"""What the clock does for endpoints that were away: release, probe, and give up.
+"""What the clock does for endpoints that were away: release, and give up (probes: ``probes``).
 
 - ``release_next`` / ``unpark_if_next``: the steps of releasing a recovering endpoint's
   parked deliveries in order, one at a time; ``webhooks.health.releaser`` paces them.
-- ``promote_probes``: an offline endpoint whose probe finished gets a new probe, the
-  oldest parked delivery, so somebody keeps knocking.
 - ``disable_failing``: an endpoint failing with no success for ``DISABLE_AFTER`` is disabled.
 
 A released delivery is marked ``pending`` with an empty outbox mark by the same
@@ -16,8 +14,8 @@ time (the clock's release lock on PostgreSQL; one clock on SQLite).
 from __future__ import annotations
 
 import enum
-import logging
 from datetime import timedelta
+from typing import Any, Iterable
 
 from peewee import fn
 
@@ -25,18 +23,17 @@ from webhooks.health import presence
 from webhooks.storage.db import durable_commit, locking, relaxed_commit, retrying, write
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint, Event
-from webhooks.messaging.outbox import enqueue, message_for
-from webhooks.messaging.publisher import Publisher
+from webhooks.messaging.outbox import message_for
 from webhooks.storage.timeutil import utcnow
-from webhooks.messaging.topology import Topology
 
-log = logging.getLogger(__name__)
+
+def live(health: str) -> Any:
+    """The condition: an endpoint in ``health``, enabled and not deleted."""
+    return (Endpoint.health == health) & (Endpoint.disabled == False) & Endpoint.deleted_at.is_null()  # noqa: E712
+
 
 def live_endpoints(health: str) -> list[str]:
-    query = Endpoint.select(Endpoint.id).where(
-        (Endpoint.health == health) & (Endpoint.disabled == False) & Endpoint.deleted_at.is_null()  # noqa: E712
-    )
-    return [endpoint_id for (endpoint_id,) in query.tuples()]
+    return [endpoint_id for (endpoint_id,) in Endpoint.select(Endpoint.id).where(live(health)).tuples()]
 
 
 def _has_pending(endpoint_id: str) -> bool:
@@ -44,38 +41,31 @@ def _has_pending(endpoint_id: str) -> bool:
     return Delivery.select().where((Delivery.endpoint == endpoint_id) & (Delivery.status == "pending")).exists()
 
 
-def _unpark(endpoint_id: str, limit: int) -> list[DeliveryMessage]:
-    """Take up to ``limit`` oldest parked deliveries out of ``parked`` (in the caller's transaction)."""
-    rows = list(
-        Delivery.select()  # no join, as in ``oldest_parked``
-        .where((Delivery.endpoint == endpoint_id) & (Delivery.status == "parked"))
-        .order_by(Delivery.created_at, Delivery.id)
-        .limit(limit)
-    )
-    if not rows:
-        return []
-    now = utcnow()
-    (
-        Delivery.update(status="pending", next_attempt_at=now, enqueued_at=None, updated_at=now)
-        .where(Delivery.id.in_([row.id for row in rows]) & (Delivery.status == "parked"))
-        .execute()
-    )
-    return [message_for(row, row.event) for row in rows]
-
-
 def oldest_parked(endpoint_id: str) -> Delivery | None:
     """The endpoint's oldest parked delivery, with its event (the next to release)."""
-    # No join: the (endpoint, status, created_at, id) index yields the row at once; a join
-    # let a planner with stale statistics read and sort every parked delivery first.
-    row = (
-        Delivery.select()
-        .where((Delivery.endpoint == endpoint_id) & (Delivery.status == "parked"))
-        .order_by(Delivery.created_at, Delivery.id)
-        .first()
-    )
-    if row is not None:
-        row.event = Event.get_by_id(row.event_id)
-    return row
+    return oldest_of(endpoint_id, ("parked",))
+
+
+def oldest_of(endpoint_id: str, statuses: Iterable[str]) -> Delivery | None:
+    """The endpoint's oldest delivery in one of ``statuses``, with its event.
+
+    No join, and one read per status: the (endpoint, status, created_at, id) index yields
+    each status's oldest row at once, where a join, or one read of every status, let a
+    planner with stale statistics read and sort every such delivery first.
+    """
+    oldest: Delivery | None = None
+    for status in statuses:
+        row = (
+            Delivery.select()
+            .where((Delivery.endpoint == endpoint_id) & (Delivery.status == status))
+            .order_by(Delivery.created_at, Delivery.id)
+            .first()
+        )
+        if row is not None and (oldest is None or (row.created_at, row.id) < (oldest.created_at, oldest.id)):
+            oldest = row
+    if oldest is not None:
+        oldest.event = Event.get_by_id(oldest.event_id)
+    return oldest
 
 
 class Step(enum.Enum):
@@ -167,26 +157,6 @@ def unpark_if_next(candidate: Delivery) -> bool:
         )
         .execute()
     )
-
-
-@retrying
-def promote_probes(publisher: Publisher, topology: Topology) -> int:
-    """Give each offline endpoint whose probe has finished a new one; returns how many."""
-    promoted = 0
-    for endpoint_id in live_endpoints(presence.OFFLINE):
-        with write():
-            endpoint = locking(Endpoint.select().where(Endpoint.id == endpoint_id)).get()
-            probe = Delivery.get_or_none(Delivery.id == endpoint.probe_delivery_id) if endpoint.probe_delivery_id else None
-            if probe is not None and probe.status in ("pending", "retrying"):
-                continue
-            messages = _unpark(endpoint_id, 1)
-            if not messages:
-                continue
-            Endpoint.update(probe_delivery_id=messages[0].delivery_id).where(Endpoint.id == endpoint_id).execute()
-        enqueue(publisher, topology, messages)
-        log.info("probe endpoint=%s delivery=%s", endpoint_id, messages[0].delivery_id)
-        promoted += 1
-    return promoted
 
 
 @retrying

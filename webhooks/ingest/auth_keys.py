@@ -165,6 +165,12 @@ def live_keys(tenant: Tenant) -> list[ApiKey]:
                                                                                                 ApiKey.id))
 
 
+def live_key_counts() -> list[tuple[str, int]]:
+    """``(tenant id, how many keys authenticate now)`` for every tenant that has any."""
+    query = ApiKey.select(ApiKey.tenant, peewee.fn.COUNT(ApiKey.id)).where(_live(utcnow())).group_by(ApiKey.tenant)
+    return list(query.tuples())
+
+
 def live_key(tenant: Tenant, key_id: str) -> ApiKey:
     """One of the tenant's live keys, or ``KeyNotFound``."""
     row = None
@@ -284,3 +290,20 @@ def key_info(row: ApiKey) -> dict[str, str | None]:
 def tenant_info(tenant: Tenant) -> dict[str, str]:
     """``{"id", "name"}``: what a command that acts on a tenant prints, so the operator sees which one."""
     return {"id": tenant.id, "name": tenant.name}
+
+
+def tenant_named(name: str) -> Tenant | None:
+    """The tenant called ``name`` (any case: names are unique whatever their case), if there is one."""
+    return Tenant.get_or_none(peewee.fn.LOWER(Tenant.name) == name.strip().lower())
+
+
+def find_tenant(id_or_name: str) -> Tenant | None:
+    """The tenant a person means by ``id_or_name``: the one with that id, else the one with that name.
+
+    Every command and form that takes a tenant takes either (``flask tenant keys acme``)."""
+    text = id_or_name.strip()
+    if has_prefix(text, "ten"):
+        tenant = Tenant.get_or_none(Tenant.id == text)
+        if tenant is not None:
+            return tenant
+    return tenant_named(text)

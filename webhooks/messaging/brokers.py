@@ -12,9 +12,13 @@ reserved character in a URL's user information.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+import socket
+from urllib.parse import urlsplit
 
 import pika
+import pika.exceptions
+
+from webhooks.secrecy import mask
 
 #: URL schemes RabbitMQ answers on (``amqps`` is AMQP over TLS).
 SCHEMES = ("amqp", "amqps")
@@ -22,18 +26,6 @@ SCHEMES = ("amqp", "amqps")
 
 class BrokerUrlError(ValueError):
     """``AMQP_URL`` is not a comma-separated list of ``amqp://`` or ``amqps://`` URLs."""
-
-
-def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***``, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        return urlunsplit(parts._replace(netloc=netloc))
-    except ValueError:
-        return "<unparseable URL>"
 
 
 def split_urls(amqp_url: str) -> list[str]:
@@ -47,7 +39,7 @@ def split_urls(amqp_url: str) -> list[str]:
             raise BrokerUrlError(f"{where} is empty (a stray comma?)")
         scheme = entry.split("://", 1)[0].lower() if "://" in entry else ""
         if scheme not in SCHEMES:
-            raise BrokerUrlError(f"{where} ({redact(entry)!r}) is not an amqp:// or amqps:// URL")
+            raise BrokerUrlError(f"{where} ({mask(entry)!r}) is not an amqp:// or amqps:// URL")
     return entries
 
 
@@ -57,7 +49,7 @@ def _parameters(entry: str, where: str) -> pika.URLParameters:
         if not urlsplit(entry).hostname:
             raise ValueError("no host")
     except ValueError as error:
-        raise BrokerUrlError(f"{where} ({redact(entry)!r}): {error}") from None
+        raise BrokerUrlError(f"{where} ({mask(entry)!r}): {error}") from None
     return params
 
 
@@ -102,3 +94,27 @@ def connect(amqp_url: str, timeout: float) -> pika.BlockingConnection:
     Raises pika's ``AMQPConnectionError`` (from the last node tried) when none answers.
     """
     return pika.BlockingConnection(broker_parameters(amqp_url, timeout))
+
+
+def explain(error: BaseException, amqp_url: str) -> str:
+    """Why connecting to RabbitMQ failed, in one line naming where it was looked for and what to do."""
+    try:
+        where = ", ".join(describe(params) for params in broker_parameters(amqp_url, 1.0))
+    except BrokerUrlError as bad:
+        return str(bad)
+    text = " ".join((str(error), *map(repr, error.args))).lower()  # pika's errors say what happened in their args
+    if isinstance(error, pika.exceptions.ProbableAuthenticationError):
+        cause, remedy = "the user name or password was refused", "check AMQP_URL's user and password"
+    elif isinstance(error, pika.exceptions.ProbableAccessDeniedError):
+        vhost = broker_parameters(amqp_url, 1.0)[0].virtual_host
+        cause = f"the virtual host {vhost!r} does not exist or the user may not use it"
+        remedy = f"create it (rabbitmqctl add_vhost {vhost}) or fix AMQP_URL's path"
+    elif isinstance(error, socket.gaierror):
+        cause, remedy = "the host name was not found", "fix AMQP_URL's host"
+    elif "refused" in text:
+        cause, remedy = "connection refused (nothing listens there)", "start RabbitMQ there, or point AMQP_URL at it"
+    elif isinstance(error, TimeoutError) or "timed out" in text or "timeout" in text:
+        cause, remedy = "no answer in time", "check that the host is reachable and RabbitMQ is running"
+    else:
+        cause, remedy = mask(f"{type(error).__name__}: {error}"), "check AMQP_URL"
+    return f"cannot connect to RabbitMQ at {where} (AMQP_URL): {cause}; {remedy}"

@@ -24,8 +24,9 @@ TRIGGER_HEADER = "trigger"
 #: Unix time in whole milliseconds (AMQP tables have no portable float type).
 NOT_BEFORE_HEADER = "not_before_ms"
 
-#: Why an attempt is made: the automatic schedule or a person's request.
-TRIGGERS = ("ladder", "resend", "recover")
+#: Why an attempt is made: the automatic schedule, a person's request, or a probe of an
+#: offline endpoint (the clock's, or a person's "try now").
+TRIGGERS = ("ladder", "resend", "recover", "probe")
 
 #: What separates the ids from the payload in a body ``encode`` made.
 _PAYLOAD_MEMBER = b',"payload":'

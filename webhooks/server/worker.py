@@ -29,7 +29,6 @@ TLS is not supported here: terminate it in front (a load balancer), as the docs 
 from __future__ import annotations
 
 import errno
-import logging
 import selectors
 import socket
 import threading
@@ -47,8 +46,6 @@ from webhooks.config import Settings
 from webhooks.server.answers import client_error, error_answer
 from webhooks.server.framing import CONTINUE, RequestReader
 from webhooks.server.turns import ClientTurns
-
-log = logging.getLogger(__name__)
 
 #: Bytes read from a connection at a time.
 RECV_BYTES = 64 * 1024
@@ -261,7 +258,7 @@ class BufferingWorker(ThreadWorker):
     # -- answering and closing without blocking the loop -------------------------------------
 
     def _refuse(self, conn: Connection, status: int, message: str, headers: list[tuple[str, str]] | None = None) -> None:
-        log.info("refused a request from %s: %d %s", conn.peer(), status, message)
+        self.log.info("refused a request from %s: %d %s", conn.peer(), status, message)
         self._send_now(conn, error_answer(status, message, headers or []))
         self._close(conn, linger=True)
 
@@ -317,7 +314,7 @@ class BufferingWorker(ThreadWorker):
         except (http.errors.NoMoreData, StopIteration):
             pass
         except OSError as error:  # the client went away, or did not read its answer in time
-            log.debug("socket error on a request from %s: %s", conn.peer(), error)
+            self.log.debug("socket error on a request from %s: %s", conn.peer(), error)
         except Exception as error:  # noqa: BLE001 - answered as gunicorn does, in JSON
             self.handle_error(req, conn.sock, conn.client, error)
         return keepalive, self._cost()
@@ -326,12 +323,12 @@ class BufferingWorker(ThreadWorker):
         """gunicorn's answer to a request it could not serve, in the API's JSON shape instead of HTML."""
         found = client_error(exc, self.cfg)
         if found is None:
-            log.exception("error handling request %s", getattr(req, "uri", "(no URI read)"))
+            self.log.exception("Error handling request %s", getattr(req, "uri", "(no URI read)"))
             status, message = 500, "internal error; it has been logged"
         else:
             status, message = found
-            log.warning("invalid request from %s: %s", (addr or ("",))[0], exc)
+            self.log.warning("Invalid request from ip=%s: %s", (addr or ("",))[0], exc)
         try:
             client.sendall(error_answer(status, message))
         except OSError:
-            log.debug("could not send the error answer")
+            self.log.debug("Failed to send error message.")

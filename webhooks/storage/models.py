@@ -103,8 +103,10 @@ class Endpoint(BaseModel):
     failing_since = peewee.DateTimeField(null=True)
     offline_since = peewee.DateTimeField(null=True)
     last_success_at = peewee.DateTimeField(null=True)
-    #: While offline, the one delivery that keeps going through the ladder.
+    #: While offline, the delivery the last probe was made with (``webhooks.health.probes``).
     probe_delivery_id = peewee.CharField(max_length=40, null=True)
+    #: While offline, when the clock probes it next (None: ``PROBE_INTERVAL``'s first after ``offline_since``).
+    next_probe_at = peewee.DateTimeField(null=True)
     #: Token bucket of ``rate_limit``, shared by every worker process.
     rate_tokens = peewee.FloatField(null=True)
     rate_updated_at = peewee.DateTimeField(null=True)

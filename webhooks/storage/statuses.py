@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+#: Every status a delivery can have (decision 11).
+DELIVERY_STATUSES = ("pending", "retrying", "parked", "delivered", "failed", "cancelled")
+
 #: Statuses a ladder attempt may act on: the ladder is running.
 LADDER_STATUSES = ("pending", "retrying")
 
@@ -10,6 +13,9 @@ MANUAL_STATUSES = ("pending", "retrying", "failed", "delivered", "parked")
 
 #: Statuses that still wait for an attempt (deleting the endpoint cancels them).
 UNFINISHED_STATUSES = ("pending", "retrying", "parked")
+
+#: Statuses a probe of an offline endpoint may act on: any delivery it still owes.
+PROBE_STATUSES = UNFINISHED_STATUSES
 
 #: An endpoint's health (``webhooks.health.presence`` moves it between these).
 ONLINE, OFFLINE, RECOVERING, DISABLED = "online", "offline", "recovering", "disabled"

@@ -1,13 +1,14 @@
-"""Endpoint pages: health and its history, 24-hour charts, failures by cause; recover, disable, enable."""
+"""Endpoint pages: health and its history, 24-hour charts, failures by cause; recover, try now, disable, enable."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from flask import g, render_template, request, url_for
+from flask import current_app, g, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from webhooks import actions
+from webhooks.health import probes
 from webhooks.storage import endpoint_windows
 from webhooks.console import audit, charts, stats
 from webhooks.console.auth import current_staff, operator_required
@@ -60,6 +61,7 @@ def endpoint(endpoint_id: str) -> str:
         changes=list(HealthChange.select().where(HealthChange.endpoint == row.id).order_by(HealthChange.id.desc()).limit(20)),
         history=audit.about("endpoint", row.id),
         recover_default=isoformat(g.now - timedelta(hours=24)),
+        next_probe_at=probes.due_at(row, current_app.extensions["webhooks.settings"].probe_interval),
     )
 
 
@@ -77,6 +79,21 @@ def endpoint_recover(endpoint_id: str) -> Response:
                         "when the endpoint is reachable)."),
         url_for("console.endpoint", endpoint_id=row.id),
         since=text,
+    )
+
+
+@bp.route("/endpoints/<endpoint_id>/probe", methods=["POST"])
+@operator_required
+def endpoint_probe(endpoint_id: str) -> Response:
+    """Try now: probe an offline endpoint at once; if it answers, what it missed is released in order."""
+    row = get_or_404(Endpoint, endpoint_id, "endpoint")
+    interval = current_app.extensions["webhooks.settings"].probe_interval
+    return perform(
+        "probe", "endpoint", row.id,
+        lambda: actions.probe_now(row, interval, requester=staff_requester()),
+        lambda message: (f"Probe of {row.id} queued with its oldest undelivered delivery {message.delivery_id}: "
+                         "if the endpoint answers, it is back and what it missed follows in order."),
+        url_for("console.endpoint", endpoint_id=row.id),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import groupby
+from itertools import accumulate, groupby
 
 from flask import current_app, render_template, url_for
 from werkzeug.wrappers import Response
@@ -37,6 +37,8 @@ def event(event_id: str) -> str:
         Attempt.select().where(Attempt.event == row.id).order_by(Attempt.delivery, Attempt.attempt_no)
     )
     timelines = {delivery_id: list(rows)[:MAX_ATTEMPTS] for delivery_id, rows in groupby(attempts, lambda a: a.delivery_id)}
+    ladder_nos = {attempt.id: number for timeline in timelines.values()
+                  for attempt, number in zip(timeline, accumulate(a.trigger == "ladder" for a in timeline))}
     ladder = current_app.extensions["webhooks.settings"].ladder
     requests = list(
         ManualAttempt.select().where(ManualAttempt.event == row.id).order_by(ManualAttempt.id.desc()).limit(MAX_REQUESTS)
@@ -49,7 +51,7 @@ def event(event_id: str) -> str:
         tenant=Tenant.get_by_id(row.tenant_id),
         deliveries=deliveries,
         timelines=timelines,
-        tier=lambda attempt: tier_label(attempt.attempt_no, attempt.trigger, ladder),
+        tier=lambda attempt: tier_label(ladder_nos[attempt.id], attempt.trigger, ladder),
         body_preview=BODY_PREVIEW,
         requests=requests,
         requested={(request.delivery_id, request.attempt_no): request for request in requests},  # the first asked
