@@ -3,7 +3,8 @@ page, no MIME sniffing, and no full URLs (with ids in them) leaked to other site
 
 Pages get their site's policy (``page_headers``); the API, ``/metrics``, the static files and
 everything else get ``SecurityHeaders``' defaults from a WSGI wrapper around the whole app, so a
-response made outside Flask (the fast ingest path, the admission 429) carries them too.
+response made outside Flask (the fast ingest path) carries them too; the web server's own answers
+(``webhooks.server.answers``: 408, 413, 429, 431) carry the same.
 """
 
 from __future__ import annotations
