@@ -4,12 +4,10 @@ slows the API (nothing sleeps on a web thread)."""
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from types import SimpleNamespace
 from typing import Callable
 
 import httpx
@@ -130,35 +128,44 @@ def test_the_address_is_the_one_a_trusted_proxy_forwarded(client: FlaskClient) -
     assert from_proxy("203.0.113.7", peer="198.51.100.5") == 401  # ...so it cannot borrow another's count
 
 
-#: Parallel guessers in the cross-process test, the guesses each makes and the seconds between
-#: two of a guesser's guesses (48 a second in all: with a web thread asleep for a second per
-#: failed guess, as before, they held all 16 threads and the API waited seconds for one).
-GUESSERS, GUESSES, PACE = 48, 6, 1.0
+#: Parallel guessers in the cross-process test and the guesses each makes.
+GUESSERS, GUESSES = 48, 6
 
 
-def test_the_throttle_holds_across_gunicorn_workers_and_guessing_does_not_slow_the_api(
-    settings: Settings, other_tenant: SimpleNamespace, auth: Callable[[SimpleNamespace], dict[str, str]],
-    start_web: Callable[..., str],
-) -> None:
+def test_a_failed_login_never_sleeps_on_a_web_thread(client: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A guess is answered at once: a web thread asleep a second per failed guess (as before) let 48
+    guessers hold every thread of the web process, and another tenant's API waited seconds."""
+    def no_sleep(seconds: float) -> None:
+        raise AssertionError(f"a login slept {seconds} s on a web thread")
+
+    monkeypatch.setattr(time, "sleep", no_sleep)
     user = staff("operator")
-    create_endpoint_for = auth(other_tenant)
+    answers = [attempt(client, user.email, "wrong", "198.51.100.1").status_code
+               for _ in range(login_throttle.ACCOUNT_LIMIT + 2)]
+
+    assert answers == [401] * login_throttle.ACCOUNT_LIMIT + [429, 429]
+
+
+def test_the_throttle_holds_across_gunicorn_workers(
+    settings: Settings, start_web: Callable[..., str],
+) -> None:
+    """Two processes, 48 guessers at once: the account still gets exactly its limit of checked guesses.
+    (What guessing costs other clients is measured in ``bench/``, not timed here.)"""
+    user = staff("operator")
     url = start_web(settings, app="app:create_app()", WEB_CONCURRENCY="2", WEB_THREADS="8")
-    httpx.post(f"{url}/v1/endpoints", json={"url": "http://127.0.0.1:9/hook"}, headers=create_endpoint_for)
     browsers = []
     for number in range(GUESSERS):  # each with its login form's cookie and token, and its own address
-        browser = httpx.Client(base_url=url, trust_env=False, timeout=30,  # no keep-alive: no race with
+        browser = httpx.Client(base_url=url, trust_env=False, timeout=60,  # no keep-alive: no race with
                                limits=httpx.Limits(max_keepalive_connections=0),  # gunicorn's 2 s idle close
                                headers={"X-Forwarded-For": f"198.51.100.{number}"})
         browser.token = csrf_of(browser.get("/console/login").text)  # type: ignore[attr-defined]
         browsers.append(browser)
     answers: Counter[int] = Counter()
     retry_after: list[int] = []
-    lock, guessing = threading.Lock(), threading.Event()
+    lock = threading.Lock()
 
     def guess(browser: httpx.Client) -> None:
-        started = time.monotonic()
-        for number in range(GUESSES):
-            time.sleep(max(0.0, started + number * PACE - time.monotonic()))
+        for _ in range(GUESSES):
             response = browser.post("/console/login", data={
                 "csrf_token": browser.token, "email": user.email, "password": "not it"})  # type: ignore[attr-defined]
             with lock:
@@ -166,33 +173,16 @@ def test_the_throttle_holds_across_gunicorn_workers_and_guessing_does_not_slow_t
                 if response.status_code == 429:
                     retry_after.append(int(response.headers["Retry-After"]))
 
-    def api_latencies() -> list[float]:
-        took, deadline = [], time.monotonic() + 120
-        with httpx.Client(base_url=url, trust_env=False, timeout=30, headers=create_endpoint_for) as api:
-            while (guessing.is_set() or len(took) < 10) and time.monotonic() < deadline:
-                started = time.monotonic()
-                assert api.get("/v1/endpoints").status_code == 200
-                took.append(time.monotonic() - started)
-        return took
-
-    guessing.set()
-    with ThreadPoolExecutor(GUESSERS + 1) as pool:
-        probe = pool.submit(api_latencies)
+    with ThreadPoolExecutor(GUESSERS) as pool:
         try:
             list(pool.map(guess, browsers))
         finally:
-            guessing.clear()
             for browser in browsers:
                 browser.close()
-        latencies = probe.result()
 
-    # Two processes, 48 threads at once: the account still got exactly its limit of checked guesses.
-    assert answers == {401: login_throttle.ACCOUNT_LIMIT, 429: GUESSERS * GUESSES - login_throttle.ACCOUNT_LIMIT}
+    assert answers[401] == login_throttle.ACCOUNT_LIMIT
+    assert answers[401] + answers[429] == GUESSERS * GUESSES, answers
     assert all(0 < seconds <= login_throttle.WINDOW.total_seconds() for seconds in retry_after)
-    # Another tenant's API answered as usual meanwhile. With a web thread asleep a second per failed
-    # guess (before), the same run gave a mean of 1.2 s and a p90 of 7.1 s; now 76 ms and 133 ms.
-    latencies.sort()
-    assert statistics.mean(latencies) < 0.5 and latencies[int(len(latencies) * 0.9)] < 1.0, latencies
 
 
 def test_a_login_beyond_the_processs_concurrent_logins_is_refused_at_once(client: FlaskClient, hashes_checked) -> None:
