@@ -1,7 +1,8 @@
 """The report of a benchmark run (``bench/report.py``), rendered from the run's ``results.json``.
 
 ``bench_results/quick.json`` is the ``results.json`` of a ``python bench/run.py --quick`` run made
-before the steps moved to ``bench/steps/``; ``quick.md`` is its report. A change to what a section
+before the steps moved to ``bench/steps/`` and before the steps ``slow_clients``, ``admission`` and
+``flood_fanout`` existed, so it reads as a partial run that names those three; ``quick.md`` is its report. A change to what a section
 says shows here: render the JSON again (``python bench/run.py --from-json …`` writes it into
 RESULTS.md) and update ``quick.md`` with it on purpose.
 """
