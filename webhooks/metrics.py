@@ -45,6 +45,11 @@ WINDOW_CUTS = Counter(
     "latency: answers far slower than its baseline)", ["cause"],
 )
 
+TRACE_SPANS_DROPPED = Counter(
+    "webhooks_trace_spans_dropped", "Trace spans that never reached the OTLP collector, by reason (queue_full: the "
+    "export queue was full; export_failed: the collector did not take them)", ["reason"],
+)
+
 #: Bucket bounds of ``webhooks_endpoint_windows`` (endpoints whose window is at most this).
 WINDOW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 

@@ -71,6 +71,8 @@ class Held:
     lane: "Lane" = field(repr=False)
     #: Handed out as a quick delivery: it holds a share of ``Lanes.quick_budget`` until settled.
     quick: bool = False
+    #: Loop time it joined its lane (how long it waited there: the attempt's span says).
+    queued_at: float = 0.0
 
 
 class Lane:
@@ -215,7 +217,7 @@ class Lanes:
     def add(self, message: DeliveryMessage, tag: int | None, session: int, now: float, front: bool = False) -> Held:
         """Queue a message in its endpoint's lane (at the front: it was there first)."""
         lane = self.lane(message.endpoint_id, message.tenant_id)
-        held = Held(message, tag, session, lane)
+        held = Held(message, tag, session, lane, queued_at=now)
         if front:
             lane.queue.appendleft(held)
         else:

@@ -1,0 +1,1 @@
+"""Observability: OpenTelemetry traces (``tracing``, ``export``, ``web_spans``, ``attempt_spans``)."""
