@@ -78,7 +78,7 @@ def configure(process: str) -> bool:
         return False
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    resource = Resource.create({"webhooks.process": process})
+    resource = Resource.create({"webhooks.process": process})  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # the sampler: OTEL_TRACES_SAMPLER
@@ -87,8 +87,10 @@ def configure(process: str) -> bool:
     logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
     _state.provider, _state.tracer, _state.pid = provider, provider.get_tracer("webhooks"), os.getpid()
     logs.set_trace_ids(ids_of_current)
-    log.info("tracing on: %s spans to %s as service %s (sampler %s)", process, target,
-             resource.attributes.get(SERVICE_NAME), os.environ.get("OTEL_TRACES_SAMPLER", "parentbased_always_on"))
+    log.info("tracing on: %s spans to %s as service %s (OTEL_SERVICE_NAME %s, OTEL_RESOURCE_ATTRIBUTES %s), "
+             "sampler %s %s", process, target, resource.attributes.get(SERVICE_NAME),
+             os.environ.get("OTEL_SERVICE_NAME", "unset"), os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "unset"),
+             os.environ.get("OTEL_TRACES_SAMPLER", "parentbased_always_on"), os.environ.get("OTEL_TRACES_SAMPLER_ARG", ""))
     return True
 
 
