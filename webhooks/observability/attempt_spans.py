@@ -17,6 +17,7 @@ the status code or error class, the call's duration, and where it goes next (``d
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from datetime import datetime, timezone
@@ -25,6 +26,8 @@ from typing import Any
 from opentelemetry import trace
 
 from webhooks.observability import tracing
+
+log = logging.getLogger(__name__)
 
 #: Noted attempts become spans this often (seconds).
 EVERY_SECONDS = 0.5
@@ -73,7 +76,10 @@ class AttemptSpans:
         while True:
             self._wake.wait(self.every)
             self._wake.clear()
-            self.flush()
+            try:
+                self.flush()
+            except Exception:  # noqa: BLE001 - tracing stopped meanwhile, or a bad record: the next ones still go
+                log.warning("making attempt spans failed", exc_info=True)
 
     def flush(self) -> None:
         """Make spans of everything noted so far."""
@@ -83,12 +89,12 @@ class AttemptSpans:
 
 
 def next_step(status: str, queue: str | None, exhausted: bool) -> str:
-    """Where the delivery goes after the attempt: ``delivered``, ``tier 5s``, ``dead``, ``parked``, ``failed``."""
+    """Where the delivery goes after the attempt: ``delivered``, ``tier 5s``, ``primary`` (due within a
+    second: the worker holds it), ``dead``, ``parked``, ``failed``."""
     if exhausted:
         return "dead"
-    if queue is not None:
-        tier = queue.rpartition(".wait.")[2] if ".wait." in queue else queue.rpartition(".")[2]
-        return f"tier {tier}"
+    if queue is not None:  # a waiting tier (``<prefix>.wait.5s``, ``.wait.defer``), or back to the primary queue
+        return f"tier {queue.rpartition('.wait.')[2]}" if ".wait." in queue else "primary"
     return status
 
 

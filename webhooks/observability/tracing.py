@@ -27,6 +27,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Span, SpanContext, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -64,25 +65,29 @@ def endpoint(environ: Mapping[str, str] = os.environ) -> str | None:
     return environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
 
 
-def configure(process: str) -> bool:
+def configure(process: str, exporter: SpanExporter | None = None) -> bool:
     """Start tracing in this process (``web``, ``worker`` or ``clock``) if an endpoint is set; whether it is on.
 
     Call it in the process that makes the spans, after any fork: the export thread and its
-    connection belong to the process that starts them.
+    connection belong to the process that starts them. ``exporter``: send spans there instead
+    of over OTLP (tracing is then on whatever the environment says).
     """
     if _state.tracer is not None and _state.pid == os.getpid():
         return True
-    target = endpoint()
+    target = endpoint() if exporter is None else type(exporter).__name__
     if target is None:
         _state.provider = _state.tracer = None
         return False
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    if exporter is None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter()
 
     resource = Resource.create({"webhooks.process": process})  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # the sampler: OTEL_TRACES_SAMPLER
-    provider.add_span_processor(DroppingBatchProcessor(OTLPSpanExporter(), count_dropped))
+    provider.add_span_processor(DroppingBatchProcessor(exporter, count_dropped))
     # The exporter logs every failed batch; DroppingBatchProcessor says it once a minute instead.
     logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
     _state.provider, _state.tracer, _state.pid = provider, provider.get_tracer("webhooks"), os.getpid()
@@ -99,13 +104,25 @@ def before_shutdown(flush: Callable[[], None]) -> None:
     _state.flushes.append(flush)
 
 
-def shutdown() -> None:
-    """Export what is queued (``export.SHUTDOWN_SECONDS`` at most) and stop tracing in this process."""
-    for flush in _state.flushes:
+def _make_held() -> None:
+    """Have those that hold spans still to be made (``before_shutdown``) make them now."""
+    for make in _state.flushes:
         try:
-            flush()
+            make()
         except Exception:  # noqa: BLE001 - the rest is still exported
             log.warning("making the last spans failed", exc_info=True)
+
+
+def flush() -> None:
+    """Make the spans still held and export everything queued, now."""
+    _make_held()
+    if _state.provider is not None:
+        _state.provider.force_flush()
+
+
+def shutdown() -> None:
+    """Export what is queued (``export.SHUTDOWN_SECONDS`` at most) and stop tracing in this process."""
+    _make_held()
     provider, _state.provider, _state.tracer = _state.provider, None, None
     logs.set_trace_ids(None)
     if provider is not None and _state.pid == os.getpid():
