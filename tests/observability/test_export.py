@@ -75,5 +75,6 @@ def test_an_attempt_span_names_where_the_delivery_goes_next() -> None:
     assert next_step("delivered", None, False) == "delivered"
     assert next_step("retrying", "webhooks.wait.5m", False) == "tier 5m"
     assert next_step("retrying", "webhooks.wait.defer", False) == "tier defer"
+    assert next_step("retrying", "webhooks.deliver", False) == "primary"
     assert next_step("failed", None, True) == "dead"
     assert next_step("parked", None, False) == "parked"
