@@ -62,6 +62,11 @@ FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
 blueprint = Blueprint("metrics", __name__)
 
 
+def spans_dropped(reason: str, spans: int) -> None:
+    """Count trace spans that never reached the collector (``tracing.configure``'s ``count_dropped``)."""
+    TRACE_SPANS_DROPPED.labels(reason).inc(spans)
+
+
 def observe_attempt(status_code: int | None, seconds: float, outcome: str) -> None:
     """Count one recorded attempt (called by the worker)."""
     DELIVERIES.labels(outcome).inc()

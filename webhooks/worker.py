@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import Any
 
-from webhooks import logs
+from webhooks import logs, metrics
 from webhooks.observability import tracing
 from webhooks.storage import db
 from webhooks.config import Settings
@@ -71,7 +71,7 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    tracing.configure("worker")
+    tracing.configure("worker", count_dropped=metrics.spans_dropped)
     try:
         return engine.run()
     finally:

@@ -34,7 +34,7 @@ TRACEPARENT = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
 def exported() -> Iterator[Callable[[], list[ReadableSpan]]]:
     """Tracing on in this process, into memory; ``exported()``: the spans finished so far."""
     exporter = InMemorySpanExporter()
-    tracing.configure("test", exporter)
+    tracing.configure("test", exporter=exporter)
 
     def spans() -> list[ReadableSpan]:
         tracing.flush()

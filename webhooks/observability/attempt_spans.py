@@ -54,7 +54,7 @@ class AttemptSpans:
         if not tracing.on():
             return
         if len(self._noted) >= MAX_PENDING:
-            tracing.count_dropped("queue_full", 1)
+            tracing.spans_dropped("queue_full", 1)
             return
         lane = held.lane
         wait = sent_at - held.queued_at if held.queued_at else 0.0

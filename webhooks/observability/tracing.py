@@ -31,8 +31,8 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Span, SpanContext, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from webhooks import logs, metrics
-from webhooks.observability.export import DroppingBatchProcessor
+from webhooks import logs
+from webhooks.observability.export import DropCounter, DroppingBatchProcessor
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,8 @@ class _State:
     pid = 0
     #: Called by ``shutdown`` before the provider's last export (spans still being made).
     flushes: list[Callable[[], None]] = []
+    #: Told of every span dropped (``metrics.spans_dropped``, as the entry points pass it).
+    drop_counter: DropCounter | None = None
 
 
 _state = _State()
@@ -65,12 +67,13 @@ def endpoint(environ: Mapping[str, str] = os.environ) -> str | None:
     return environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
 
 
-def configure(process: str, exporter: SpanExporter | None = None) -> bool:
+def configure(process: str, *, count_dropped: DropCounter | None = None, exporter: SpanExporter | None = None) -> bool:
     """Start tracing in this process (``web``, ``worker`` or ``clock``) if an endpoint is set; whether it is on.
 
     Call it in the process that makes the spans, after any fork: the export thread and its
-    connection belong to the process that starts them. ``exporter``: send spans there instead
-    of over OTLP (tracing is then on whatever the environment says).
+    connection belong to the process that starts them. ``count_dropped`` is told of every span
+    that never reaches the collector (``metrics.spans_dropped``). ``exporter``: send spans there
+    instead of over OTLP (tracing is then on whatever the environment says).
     """
     if _state.tracer is not None and _state.pid == os.getpid():
         return True
@@ -87,7 +90,8 @@ def configure(process: str, exporter: SpanExporter | None = None) -> bool:
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # the sampler: OTEL_TRACES_SAMPLER
-    provider.add_span_processor(DroppingBatchProcessor(exporter, count_dropped))
+    _state.drop_counter = count_dropped
+    provider.add_span_processor(DroppingBatchProcessor(exporter, spans_dropped))
     # The exporter logs every failed batch; DroppingBatchProcessor says it once a minute instead.
     logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
     _state.provider, _state.tracer, _state.pid = provider, provider.get_tracer("webhooks"), os.getpid()
@@ -129,9 +133,10 @@ def shutdown() -> None:
         provider.shutdown()  # DroppingBatchProcessor.shutdown: bounded
 
 
-def count_dropped(reason: str, spans: int) -> None:
-    """``webhooks_trace_spans_dropped_total``: spans that never reached the collector."""
-    metrics.TRACE_SPANS_DROPPED.labels(reason).inc(spans)
+def spans_dropped(reason: str, spans: int) -> None:
+    """Spans that never reached the collector: tell ``configure``'s ``count_dropped``."""
+    if _state.drop_counter is not None:
+        _state.drop_counter(reason, spans)
 
 
 def on() -> bool:
