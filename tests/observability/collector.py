@@ -97,3 +97,29 @@ class Collector:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def timeline(spans: list[CollectedSpan], width: int = 40) -> str:
+    """One trace's spans as text: each under its parent, its start from the trace's first span, its
+    duration, and a bar placing it on the trace's time line (the docs show one)."""
+    if not spans:
+        return ""
+    first, last = min(span.start_ns for span in spans), max(span.end_ns for span in spans)
+    scale = width / max(last - first, 1)
+    children: dict[str, list[CollectedSpan]] = {}
+    ids = {span.span_id for span in spans}
+    for span in sorted(spans, key=lambda one: one.start_ns):
+        children.setdefault(span.parent_span_id if span.parent_span_id in ids else "", []).append(span)
+    lines: list[str] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for span in children.get(parent, []):
+            start = int((span.start_ns - first) * scale)
+            bar = " " * start + "#" * max(1, int((span.end_ns - span.start_ns) * scale))
+            label = f"{'  ' * depth}{span.name} [{span.resource.get('webhooks.process', '?')}]"
+            lines.append(f"{label:<44} {(span.start_ns - first) / 1e6:>9.1f} ms {(span.end_ns - span.start_ns) / 1e6:>8.1f} ms "
+                         f"|{bar:<{width}}|")
+            walk(span.span_id, depth + 1)
+
+    walk("", 0)
+    return "\n".join(lines)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import settings_env, wait_until
-from tests.observability.collector import CollectedSpan, Collector
+from tests.observability.collector import CollectedSpan, Collector, timeline
 from tests.receivers import Receiver, sequence, unused_port
 from tests.web_process import WebProcesses
 from webhooks.config import Settings
@@ -135,6 +135,10 @@ def test_one_trace_holds_the_callers_request_and_both_attempts_with_their_outcom
     assert second.attributes["http.response.status_code"] == 200 and not second.error
     assert second.attributes["webhooks.next"] == "delivered"
     assert second.start_ns >= first.end_ns
+    drawn = timeline([span for span in collector.spans if span.trace_id == CALLER_TRACE])
+    print(drawn)  # the timeline docs/operating.md shows (pytest -s)
+    assert [line.split(" [")[0].strip() for line in drawn.splitlines()] == [
+        "POST /v1/events", "ingest.transaction", publish.name, "attempt 1", "attempt 2"]
     # The web's log line about the event names the trace and span it was written in.
     assert re.search(rf"accepted event={event_id} .* trace_id={CALLER_TRACE} span_id={request.span_id}",
                      running.web_log.read_text())
