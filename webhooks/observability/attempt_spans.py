@@ -23,7 +23,7 @@ from collections import deque
 from datetime import datetime, timezone
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 
 from webhooks.observability import tracing
 
@@ -100,7 +100,8 @@ def next_step(status: str, queue: str | None, exhausted: bool) -> str:
 
 def make_span(message: Any, outcome: Any, queue: str | None, exhausted: bool, wait: float,
               reason: str | None) -> None:
-    """The span of one attempt, under the span its message names (a trace of its own if none)."""
+    """The span of one attempt, under the span its message names (a trace of its own if none), made
+    from its record (``tracing.record_span``)."""
     fields = outcome.attempt_fields
     start_ns = _unix_ns(fields["started_at"])
     duration_ms = float(fields["duration_ms"] or 0.0)
@@ -124,15 +125,13 @@ def make_span(message: Any, outcome: Any, queue: str | None, exhausted: bool, wa
         attributes["http.response.status_code"] = fields["response_status"]
     if fields.get("error_class"):
         attributes["error.type"] = fields["error_class"]
+    if message.not_before is not None:  # Retry-After: the worker held it (or a tier did) until then
+        attributes["webhooks.not_before"] = datetime.fromtimestamp(message.not_before, timezone.utc).isoformat()
     if outcome.next_attempt_at is not None:
         attributes["webhooks.next_attempt_at"] = outcome.next_attempt_at.isoformat() + "Z"
-    span = tracing.tracer().start_span(
-        f"attempt {message.attempt}", context=tracing.context_of(message.traceparent) or tracing.NO_PARENT,
-        kind=trace.SpanKind.CLIENT, start_time=start_ns, attributes=attributes,
-    )
-    if outcome.status != "delivered":
-        span.set_status(trace.Status(trace.StatusCode.ERROR, outcome.last_error or step))
-    span.end(end_time=start_ns + int(duration_ms * 1e6))
+    error = None if outcome.status == "delivered" else (outcome.last_error or step)
+    tracing.record_span(f"attempt {message.attempt}", tracing.span_context_of(message.traceparent), start_ns,
+                        start_ns + int(duration_ms * 1e6), attributes, kind=SpanKind.CLIENT, error=error)
 
 
 def _unix_ns(moment: datetime) -> int:
