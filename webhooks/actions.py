@@ -30,8 +30,8 @@ RECOVERABLE_STATUSES = ("failed",)
 RECOVER_BATCH = 500
 
 
-#: Who may ask for a resend or recover: a tenant API key, a staff member, the command line.
-REQUESTER_KINDS = ("api_key", "staff", "cli")
+#: Who may ask for a resend or recover: a tenant API key, a staff member, the command line, a portal session.
+REQUESTER_KINDS = ("api_key", "staff", "cli", "portal")
 
 
 class BrokerUnavailable(Exception):
@@ -40,7 +40,8 @@ class BrokerUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Requester:
-    """Who asked: ``api_key`` (the key's id), ``staff`` (an email) or ``cli`` (a login name)."""
+    """Who asked: ``api_key`` (the key's id), ``staff`` (an email), ``cli`` (a login name) or ``portal``
+    (the session's audit actor, ``portal:<tenant id>:<session>``)."""
 
     kind: str
     name: str
