@@ -167,11 +167,17 @@ def _store_postgres(tenant_id: str, items: Sequence[NewEvent], digests: Sequence
 
 
 def _store_generic(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], expired: list[str],
-                   exclude_endpoint: str | None, rate_limit: float | None) -> list[Accepted]:
-    """The same statements one by one, inside the caller's ``write()`` (SQLite, or an enclosing transaction)."""
+                   exclude_endpoint: str | None, rate_limit: float | None,
+                   only_endpoint: str | None = None) -> list[Accepted]:
+    """The same statements one by one, inside the caller's ``write()`` (SQLite, or an enclosing transaction).
+
+    ``only_endpoint``: the events go to that endpoint alone, whatever types it subscribes to (a test event)."""
     dialect = POSTGRES if is_postgres() else SQLITE
     now = utcnow()
     routes = routes_of(database.execute_sql(endpoints_sql(dialect), [tenant_id]).fetchall())
+    if only_endpoint is not None:
+        routes = [(endpoint_id, [], disabled, health) for endpoint_id, _, disabled, health in routes
+                  if endpoint_id == only_endpoint]
     plan = plan_rows(tenant_id, items, digests, now, routes, exclude_endpoint)
     _within_bucket(plan, rate_limit)
     bump = bump_sql(dialect, rate_limit is not None)
@@ -323,6 +329,17 @@ def accept_events(
             tenant.id, new[0].event.seq, "" if len(new) == 1 else f"-{new[-1].event.seq}",
             sum(len(a.deliveries) for a in new),
         )
+    return accepted
+
+
+def accept_test_event(tenant: Tenant, endpoint_id: str, event_type: str, payload: dict[str, Any]) -> Accepted:
+    """An event for one endpoint only (the portal's "send a test event"), then published like any
+    other: the same event row, seq, delivery, ladder and attempts, no other endpoint involved."""
+    with write():
+        accepted = _store_generic(tenant.id, [NewEvent(event_type, payload)], [None], [], None, None,
+                                  only_endpoint=endpoint_id)[0]
+    messages = [message_for(d, accepted.event) for d in accepted.deliveries if d.status == "pending"]
+    current_app.extensions["webhooks.enqueuer"].submit(messages)
     return accepted
 
 
