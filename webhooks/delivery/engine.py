@@ -40,10 +40,12 @@ from webhooks.delivery.broker import MissingQueue, Session, SessionClosed
 from webhooks.delivery.budget import Budget
 from webhooks.delivery.decide import wait_queue_for
 from webhooks.delivery.lanes import Held, Lane, Lanes
+from webhooks.delivery.receipt import Receipt
 from webhooks.delivery.runtime import REQUEUE_PAUSE_SECONDS, Runtime
 from webhooks.delivery.sender import Sender
 from webhooks.delivery.spill import Spiller
 from webhooks.delivery.upkeep import Upkeep
+from webhooks.delivery.window import Signal
 from webhooks.messaging.messages import DeliveryMessage, PoisonMessage
 from webhooks.delivery.netguard import TargetPolicy
 from webhooks.messaging.outbox import mark_enqueued
@@ -124,8 +126,8 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_asked = threading.Event()
         self._pump_scheduled = False
-        #: Messages waiting in memory for their ``not_before`` (session number, tag) -> timer.
-        self._timers: dict[tuple[int, int], asyncio.TimerHandle] = {}
+        #: Messages waiting in memory for their ``not_before``: receipt -> timer.
+        self._timers: dict[Receipt, asyncio.TimerHandle] = {}
 
     # -- the outside ------------------------------------------------------------------------------
 
@@ -242,9 +244,9 @@ class Engine:
         assert rt is not None
         await session.cancel()
         rt.give_back(rt.lanes.drain())
-        for (number, tag), timer in list(self._timers.items()):
+        for receipt, timer in list(self._timers.items()):
             timer.cancel()
-            rt.requeue(tag, number)
+            receipt.requeue()
         self._timers.clear()
         if rt.tasks:
             log.info("finishing %d deliveries in flight", len(rt.tasks))
@@ -255,48 +257,48 @@ class Engine:
         those taken back from the database go back there."""
         rt = self.rt
         assert rt is not None
-        rt.give_back([held for held in rt.lanes.drain() if held.tag is None])
-        for key in [key for key in self._timers if key[0] == session.number]:
-            self._timers.pop(key).cancel()
+        rt.give_back([held for held in rt.lanes.drain() if held.receipt is None])
+        for receipt in [receipt for receipt in self._timers if receipt.session is session]:
+            self._timers.pop(receipt).cancel()
 
     # -- messages in ------------------------------------------------------------------------------
 
     def _on_message(self, tag: int, properties: pika.BasicProperties, body: bytes) -> None:
         rt = self.rt
         assert rt is not None and rt.session is not None
-        number = rt.session.number
+        receipt = Receipt(rt.session, tag)
         if rt.stopping.is_set():
-            rt.requeue(tag, number)  # arrived between the stop and the broker's cancel-ok
+            receipt.requeue()  # arrived between the stop and the broker's cancel-ok
             return
         headers = dict(properties.headers or {})
         try:
             message = DeliveryMessage.decode(body, headers)
         except PoisonMessage as error:
             log.error("dead-lettered poison message: %s", error)
-            rt.spawn(rt.move(tag, number, self.topology.dead, body, {**headers, "error": str(error)}))
+            rt.spawn(rt.move(receipt, self.topology.dead, body, {**headers, "error": str(error)}))
             return
         wait = (message.not_before or 0.0) - time.time()
         if wait > NOT_BEFORE_SLACK_SECONDS:
             if wait * 1000 < DEFER_MS:
                 # Due within a second (Retry-After, a resend keeping its place): wait here.
-                self._timers[(number, tag)] = rt.loop.call_later(wait, self._admit_due, message, tag, number)
+                self._timers[receipt] = rt.loop.call_later(wait, self._admit_due, message, receipt)
             else:
                 # Back to a waiting tier, without an attempt: the longest that does not overshoot.
                 queue = wait_queue_for(wait * 1000, self.settings.ladder, self.topology)
-                rt.spawn(rt.move(tag, number, queue, body, headers))
+                rt.spawn(rt.move(receipt, queue, body, headers))
             return
-        self._admit(message, tag, number)
+        self._admit(message, receipt)
 
-    def _admit_due(self, message: DeliveryMessage, tag: int, number: int) -> None:
-        self._timers.pop((number, tag), None)
-        self._admit(message, tag, number)
+    def _admit_due(self, message: DeliveryMessage, receipt: Receipt) -> None:
+        self._timers.pop(receipt, None)
+        self._admit(message, receipt)
 
-    def _admit(self, message: DeliveryMessage, tag: int, number: int) -> None:
+    def _admit(self, message: DeliveryMessage, receipt: Receipt) -> None:
         rt = self.rt
         assert rt is not None
-        if rt.session is None or rt.session.number != number or not rt.session.is_open:
+        if rt.session is not receipt.session or not receipt.session.is_open:
             return  # its session is gone: the broker has it again
-        rt.lanes.add(message, tag, number, rt.loop.time())
+        rt.lanes.add(message, receipt, rt.loop.time())
         self.spiller.check()
         self._wake()
 
@@ -317,17 +319,24 @@ class Engine:
             return
         now = rt.loop.time()
         while (held := rt.lanes.next_ready(now)) is not None:
-            lane = held.lane
-            lane.sending[held] = (now, lane.window.started())
-            self._watch(lane)
+            self._watch(held.lane)
             rt.spawn(self._deliver(held))
 
     async def _deliver(self, held: Held) -> None:
+        """One handed-out message, start to end. Whatever happens (an unexpected error included),
+        its window slot is released and, if the broker's message was neither acked nor moved,
+        it goes back where it came from: a bug costs a repeated attempt, never a slot for good."""
+        rt, slot = self.rt, held.slot
+        assert rt is not None
         try:
             await self.attempts.handle(held)
+        except Exception:
+            if held.receipt is None or not held.receipt.settled:
+                rt.give_back([held])
+            raise
         finally:
-            assert self.rt is not None
-            self.rt.lanes.settled(held, self.rt.loop.time())
+            self.attempts.release(slot, Signal.NEUTRAL)
+            rt.lanes.settled(held, rt.loop.time())
             self._wake()
             self.spiller.after_settled(held)
 
@@ -348,7 +357,7 @@ class Engine:
         if slow_after is None:
             return
         # Calls sent before the last cut say nothing new; the next call sent sets a new watch.
-        counted = [call for call in lane.sending.values() if call[0] > window.last_cut]
+        counted = [(slot.sent_at, slot.level) for slot in lane.sending if slot.sent_at > window.last_cut]
         if not counted:
             return
         sent, level = min(counted)

@@ -50,7 +50,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from webhooks.delivery.window import Window
+from webhooks.delivery.receipt import Receipt
+from webhooks.delivery.window import Signal, Window
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.tenant_share import SHARE_WINDOW_SECONDS, RecentTenants, count_down
 
@@ -59,18 +60,61 @@ from webhooks.tenant_share import SHARE_WINDOW_SECONDS, RecentTenants, count_dow
 QUICK_SECONDS = 0.1
 
 
+class Slot:
+    """One call's place in its endpoint's window, from hand-out to release.
+
+    ``Lanes.next_ready`` takes it with the message it hands out; ``release`` gives it back
+    exactly once, telling the window what the call said: the attempt releases it when its
+    call ends, and the engine releases whatever is left when the delivery is over, whatever
+    happened meanwhile (as dramatiq frees work in a ``finally``). Only slots write
+    ``Lane.sending``.
+    """
+
+    __slots__ = ("lane", "sent_at", "level", "held")
+
+    def __init__(self, lane: "Lane", now: float) -> None:
+        self.lane = lane
+        #: Loop time the call was sent (the hand-out until it is).
+        self.sent_at = now
+        #: Calls in flight with this one when it was taken (the level at which a slow answer says the receiver gave way).
+        self.level = lane.window.started()
+        #: Not yet released.
+        self.held = True
+        lane.sending[self] = None
+
+    def goes_out(self, now: float) -> None:
+        """The call goes out now (after its claim and signing): its latency counts from here."""
+        self.sent_at = now
+
+    def release(self, signal: Signal, now: float, allowance: float) -> bool:
+        """Give the slot back; whether the window was cut for it (False when it was released already)."""
+        if not self.held:
+            return False
+        self.held = False
+        del self.lane.sending[self]
+        window = self.lane.window
+        cuts = window.cuts
+        window.finished(signal, self.sent_at, now, self.level, allowance)
+        return window.cuts > cuts
+
+
 @dataclass(eq=False)
 class Held:
     """One message in this process: in a lane, then in flight, until it is settled."""
 
     message: DeliveryMessage
-    #: AMQP delivery tag on the consuming channel of ``session`` (None: fetched from the database).
-    tag: int | None
-    #: Which broker session the tag belongs to (a tag is meaningless after a reconnect).
-    session: int
+    #: How to ack, requeue or move it with the broker (None: taken back from the database).
+    receipt: Receipt | None
     lane: "Lane" = field(repr=False)
     #: Handed out as a quick delivery: it holds a share of ``Lanes.quick_budget`` until settled.
     quick: bool = False
+    #: Its window slot while handed out (``Lanes.next_ready`` takes it).
+    slot: Slot | None = None
+
+    def ack(self) -> None:
+        """Done with: ack it with the broker (one taken back from the database has nothing to ack)."""
+        if self.receipt is not None:
+            self.receipt.ack()
 
 
 class Lane:
@@ -90,8 +134,8 @@ class Lane:
         self.spilled = False
         #: A fetch from the database is under way.
         self.refilling = False
-        #: Calls in flight: Held -> (loop time it was sent, calls in flight with it), oldest first.
-        self.sending: dict[Held, tuple[float, int]] = {}
+        #: Calls in flight, oldest first (an ordered set: only ``Slot`` adds and removes).
+        self.sending: dict[Slot, None] = {}
         #: Loop time since which the lane is empty with nothing in flight (lanes are dropped later).
         self.idle_since: float | None = None
         #: The lane is in its tenant's ring of lanes with work to hand out (quick or slow).
@@ -212,10 +256,10 @@ class Lanes:
             lane = self.lanes[endpoint_id] = Lane(endpoint_id, tenant_id, self.ceiling)
         return lane
 
-    def add(self, message: DeliveryMessage, tag: int | None, session: int, now: float, front: bool = False) -> Held:
+    def add(self, message: DeliveryMessage, receipt: Receipt | None, now: float, front: bool = False) -> Held:
         """Queue a message in its endpoint's lane (at the front: it was there first)."""
         lane = self.lane(message.endpoint_id, message.tenant_id)
-        held = Held(message, tag, session, lane)
+        held = Held(message, receipt, lane)
         if front:
             lane.queue.appendleft(held)
         else:
@@ -239,7 +283,7 @@ class Lanes:
         (self._quick if lane.quick else self._slow).add(lane)
 
     def next_ready(self, now: float) -> Held | None:
-        """The next message to send, taking turns by tenant, then by endpoint; None if none can go.
+        """The next message to send, with its window slot, taking turns by tenant, then by endpoint; None if none can go.
         Quick lanes wait (in turn) while the quick budget is used up; slow lanes go on, up to
         ``max_under_way`` deliveries under way in all."""
         if self.max_under_way is not None and self.under_way >= self.max_under_way:
@@ -275,6 +319,7 @@ class Lanes:
             if quick:
                 self._recent.seen(tenant_id, now)
             self.wake(lane, now)  # to the back of its tenant's turn, if it can send again
+            held.slot = Slot(lane, now)
             return held
 
     def quick_share(self, tenant_id: str, now: float) -> int:

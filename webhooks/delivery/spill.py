@@ -164,7 +164,7 @@ class Spiller:
         for (lane, held), was_marked in zip(taken, marked):
             if was_marked:
                 lane.spilled = True
-            self.rt.ack(held.tag, held.session)  # spilled, or stale anyway
+            held.ack()  # spilled, or stale anyway
         log.info("moved %d waiting messages of %d endpoints to the database", sum(marked),
                  len({lane.endpoint_id for lane, _ in taken}))
         return True
@@ -222,7 +222,7 @@ class Spiller:
             return
         now = rt.loop.time()
         for message in messages:
-            rt.lanes.add(message, None, session.number, now)
+            rt.lanes.add(message, None, now)
         if lane is None and len(messages) == count:  # an orphaned backlog: more of it waits
             rt.lanes.lanes[endpoint_id].spilled = True
         rt.wake()
