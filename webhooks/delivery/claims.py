@@ -298,13 +298,3 @@ def _set_status(message: DeliveryMessage, status: str, statuses: tuple[str, ...]
         .where((Delivery.id == message.delivery_id) & Delivery.status.in_(statuses))
         .execute()
     )
-
-
-@retrying
-def release(message: DeliveryMessage) -> None:
-    """Give the claim back without an attempt (the worker stopped before the call)."""
-    (
-        Delivery.update(lease_until=None)
-        .where((Delivery.id == message.delivery_id) & (Delivery.attempts == message.attempt - 1))
-        .execute()
-    )

@@ -49,7 +49,6 @@ from webhooks.delivery.window import Signal
 from webhooks.messaging.messages import DeliveryMessage, PoisonMessage
 from webhooks.delivery.netguard import TargetPolicy
 from webhooks.messaging.outbox import mark_enqueued
-from webhooks.delivery.outgoing import USER_AGENT
 from webhooks.delivery.records import record_many
 from webhooks.messaging.topology import DEFER_MS
 
@@ -155,7 +154,6 @@ class Engine:
         sender = Sender(
             timeout=settings.delivery_timeout,
             policy=TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks),
-            user_agent=USER_AGENT,
         )
         lease = settings.delivery_timeout + LEASE_MARGIN_SECONDS
         self.budget = budget = Budget.of(settings.worker_prefetch, open_files_limit())
@@ -368,7 +366,3 @@ class Engine:
         window.overdue(sent, now, level)
         if window.cuts > cuts:
             metrics.WINDOW_CUTS.labels("latency").inc()
-
-    def stats(self) -> dict[str, Any]:
-        """Lanes, messages held and calls in flight (tests, debugging)."""
-        return {} if self.rt is None else {**self.rt.lanes.stats(), "tasks": len(self.rt.tasks)}

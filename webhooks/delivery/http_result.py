@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 #: Largest error message kept in an HttpResult (messages end up in delivery logs).
 MAX_ERROR_CHARS = 300
-#: Error classes an HttpResult may carry (``None`` means no error).
-ERROR_CLASSES = frozenset({"timeout", "connection", "dns", "tls", "blocked_address", "protocol"})
 
 
 def without_nul(text: str) -> str:

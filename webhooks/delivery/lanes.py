@@ -120,7 +120,7 @@ class Held:
 class Lane:
     """One endpoint's messages waiting in this process, and its window."""
 
-    __slots__ = ("endpoint_id", "tenant_id", "queue", "window", "paused_until", "spilled", "refilling",
+    __slots__ = ("endpoint_id", "tenant_id", "queue", "window", "paused_until", "spilled",
                  "sending", "idle_since", "ready", "finished", "pace", "pace_since", "watch")
 
     def __init__(self, endpoint_id: str, tenant_id: str, ceiling: int) -> None:
@@ -132,8 +132,6 @@ class Lane:
         self.paused_until = 0.0
         #: Some of this endpoint's backlog waits in the database.
         self.spilled = False
-        #: A fetch from the database is under way.
-        self.refilling = False
         #: Calls in flight, oldest first (an ordered set: only ``Slot`` adds and removes).
         self.sending: dict[Slot, None] = {}
         #: Loop time since which the lane is empty with nothing in flight (lanes are dropped later).
@@ -381,7 +379,7 @@ class Lanes:
         """Drop lanes idle (nothing waiting, in flight or spilled) for ``after`` seconds; how many."""
         dropped = 0
         for endpoint_id, lane in list(self.lanes.items()):
-            busy = lane.queue or lane.sending or lane.spilled or lane.refilling or lane.paused_until > now
+            busy = lane.queue or lane.sending or lane.spilled or lane.paused_until > now
             if busy:
                 lane.idle_since = None
                 continue

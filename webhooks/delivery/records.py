@@ -40,8 +40,6 @@ class Outcome:
     last_error: str | None
     #: Resends and recovers made so far, this attempt included if it is one.
     manual_attempts: int = 0
-    #: The message of the next attempt was confirmed by the broker (the outbox mark).
-    enqueued: bool = False
     #: False for a 429: the endpoint is up, only busy (it does not count towards offline).
     counts_as_failure: bool = True
     #: Set when the endpoint must be disabled (410 Gone, ``webhook-delivery: disable``).
@@ -157,7 +155,7 @@ def _advance_deliveries(items: Sequence[tuple[DeliveryMessage, Outcome]], now: d
     for message, outcome in sorted(first.values(), key=lambda item: item[0].delivery_id):  # lock order
         params += [
             message.delivery_id, message.attempt, outcome.status, stamp(outcome.next_attempt_at),
-            outcome.last_status_code, outcome.last_error, stamp(now) if outcome.enqueued else None,
+            outcome.last_status_code, outcome.last_error, None,
             stamp(now) if outcome.status == "delivered" else None, outcome.manual_attempts,
         ]
     params.append(stamp(now))

@@ -113,22 +113,6 @@ def _copy_text(value: Any) -> str:
     raise TypeError(f"no COPY text for a {type(value).__name__}")
 
 
-@lru_cache(maxsize=256)
-def _update_sql(model: type[peewee.Model], names: tuple[str, ...], where: tuple[str, ...], param: str) -> str:
-    assignments = ", ".join(f"{_column(model, name)} = {param}" for name in names)
-    conditions = " AND ".join(f"{_column(model, name)} = {param}" for name in where)
-    return f"UPDATE {table(model)} SET {assignments} WHERE {conditions}"
-
-
-def update_where(model: type[peewee.Model], values: Mapping[str, Any], where: Mapping[str, Any]) -> int:
-    """``model.update(**values).where(field == value, ...)`` (equalities joined by AND); rows changed."""
-    fields = model._meta.fields
-    params = [fields[name].db_value(value) for name, value in values.items()]
-    params += [fields[name].db_value(value) for name, value in where.items()]
-    cursor = database.execute_sql(_update_sql(model, tuple(values), tuple(where), _param()), params)
-    return cursor.rowcount
-
-
 @lru_cache(maxsize=512)
 def _select_in_sql(
     model: type[peewee.Model], names: tuple[str, ...], key: str, count: int, order: bool, lock: bool, param: str
