@@ -20,7 +20,7 @@ from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
 from webhooks.delivery.lanes import Held, Slot
 from webhooks.delivery.runtime import Runtime, Stopping
-from webhooks.delivery.http_result import HttpResult, without_nul
+from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, without_nul
 from webhooks.delivery.window import Signal, signal_of
 from webhooks.storage.ids import new_id
 from webhooks.messaging.messages import DeliveryMessage
@@ -33,8 +33,6 @@ log = logging.getLogger(__name__)
 #: A claim outlives the call by this much, so a slow but live worker keeps its attempt.
 LEASE_MARGIN_SECONDS = 5.0
 
-#: Response bodies are stored up to this size (the sender reads no more).
-MAX_STORED_BODY = 20 * 1024
 
 
 class Attempts:
@@ -178,8 +176,8 @@ def attempt_fields(
 
 
 def _stored_body(body: bytes) -> str | None:
-    """The response body as the attempt keeps it: its first ``MAX_STORED_BODY`` bytes, as storable text."""
-    return without_nul(body[:MAX_STORED_BODY].decode("utf-8", errors="replace")) if body else None
+    """The response body as the attempt keeps it: its first ``MAX_BODY_BYTES`` bytes, as storable text."""
+    return without_nul(body[:MAX_BODY_BYTES].decode("utf-8", errors="replace")) if body else None
 
 
 def _log(message: DeliveryMessage, verdict: Verdict, step: Step, result: HttpResult) -> None:

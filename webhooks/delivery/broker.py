@@ -54,6 +54,11 @@ CHANNEL_PREFETCH = 5_000
 #: ... over at most this many channels (a delivery tag carries its channel in its low bits).
 CHANNEL_SLOTS = 16
 
+#: A closing session waits this long at most for the broker to confirm its connections closed
+#: (seconds), looking every ``CLOSE_POLL_SECONDS``.
+CLOSE_TIMEOUT_SECONDS = 5.0
+CLOSE_POLL_SECONDS = 0.01
+
 
 def consumer_channels(prefetch: int) -> list[int]:
     """The prefetch of each consuming channel: ``prefetch`` shared as evenly as can be."""
@@ -290,8 +295,8 @@ class Session:
                     connection.close()
                 except pika.exceptions.ConnectionWrongStateError:
                     pass
-        deadline = self.loop.time() + 5.0
+        deadline = self.loop.time() + CLOSE_TIMEOUT_SECONDS
         while self.loop.time() < deadline and not (
                 self.closed.done() and all(c is None or c.is_closed for c in (self.connection, self.publishing))):
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(CLOSE_POLL_SECONDS)
         self._close(SessionClosed("closed by the worker"))

@@ -39,7 +39,8 @@ from webhooks.delivery.batcher import Batcher
 from webhooks.delivery.broker import MissingQueue, Session, SessionClosed
 from webhooks.delivery.budget import Budget
 from webhooks.delivery.decide import wait_queue_for
-from webhooks.delivery.lanes import Held, Lane, Lanes
+from webhooks.delivery.lanes import CLAIMS_AHEAD, QUICK_BUDGET, Held, Lane, Lanes
+from webhooks.delivery.pauses import Backoff
 from webhooks.delivery.receipt import Receipt
 from webhooks.delivery.runtime import REQUEUE_PAUSE_SECONDS, Runtime
 from webhooks.delivery.sender import Sender
@@ -63,21 +64,13 @@ log = logging.getLogger(__name__)
 BATCH_THREADS = 4
 SIDE_THREADS = 2
 
-#: Claims per transaction, and how many of one tenant's messages may be handed out ahead
-#: of their claim. Work waits in its lane, where tenants take turns, not in a queue for the
-#: database: a tenant's message handed out waits for at most the batch running and its own,
-#: another tenant's lone message is claimed at once beside it (or goes first into the next
-#: batch: batches take tenants in turns), and the burst of calls a finished batch sets off
-#: stays short enough for the loop to turn around.
-CLAIM_BATCH = 128
-CLAIMS_AHEAD = 2 * CLAIM_BATCH
-
-#: Deliveries to quick endpoints under way at once in one process (``lanes.Lanes.quick_budget``);
-#: one tenant may use half of it.
-QUICK_BUDGET = 512
-
-#: Longest pause between attempts to reach a broker that is down (seconds).
-MAX_BACKOFF_SECONDS = 10.0
+#: Claims per transaction: half of what one tenant may have handed out ahead of its claims
+#: (``lanes.CLAIMS_AHEAD``). Work waits in its lane, where tenants take turns, not in a queue
+#: for the database: a tenant's message handed out waits for at most the batch running and
+#: its own, another tenant's lone message is claimed at once beside it (or goes first into
+#: the next batch: batches take tenants in turns), and the burst of calls a finished batch
+#: sets off stays short enough for the loop to turn around.
+CLAIM_BATCH = CLAIMS_AHEAD // 2
 
 #: Giving up on a broker node that does not answer (seconds).
 CONNECT_TIMEOUT_SECONDS = 10.0
@@ -159,7 +152,7 @@ class Engine:
         self.budget = budget = Budget.of(settings.worker_prefetch, open_files_limit())
         rt = Runtime(
             settings=settings,
-            lanes=Lanes(settings.endpoint_max_in_flight, QUICK_BUDGET, CLAIMS_AHEAD, max_under_way=budget.in_flight),
+            lanes=Lanes(settings.endpoint_max_in_flight, QUICK_BUDGET, max_under_way=budget.in_flight),
             sender=sender,
             executor=executor,
             claims=Batcher(partial(claim_many, lease_seconds=lease), batches, CLAIM_BATCH, share=_tenant_of,
@@ -196,7 +189,7 @@ class Engine:
         """Broker sessions one after another (reconnecting with backoff) until stopped."""
         rt = self.rt
         assert rt is not None
-        backoff, number = 0.5, 0
+        backoff, number = Backoff(), 0
         while not rt.stopping.is_set():
             number += 1
             session = Session(number)
@@ -210,7 +203,7 @@ class Engine:
                          "up to %d calls in flight per endpoint)", self.topology.primary, self.settings.worker_prefetch,
                          self.budget.in_flight, self.budget.hold, rt.lanes.ceiling)
                 self.consuming.set()
-                backoff = 0.5
+                backoff.reset()
                 stop = asyncio.ensure_future(rt.stopping.wait())
                 await asyncio.wait([stop, session.closed], return_when=asyncio.FIRST_COMPLETED)
                 stop.cancel()
@@ -224,16 +217,12 @@ class Engine:
             except (SessionClosed, pika.exceptions.AMQPError, OSError) as error:
                 if rt.stopping.is_set():
                     return 0
-                log.warning("broker connection lost: %s; reconnecting in %.1fs", error, backoff)
+                log.warning("broker connection lost: %s; reconnecting in %.1fs", error, backoff.seconds)
             finally:
                 self.consuming.clear()
                 self._forget_session(session)
                 await session.close()
-            try:
-                await asyncio.wait_for(rt.stopping.wait(), backoff)
-            except asyncio.TimeoutError:
-                pass
-            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+            await backoff.wait(rt.stopping)
         return 0
 
     async def _drain(self, session: Session) -> None:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 #: Largest error message kept in an HttpResult (messages end up in delivery logs).
 MAX_ERROR_CHARS = 300
+#: Response bytes kept: the sender reads no more, and the attempt stores them (the design's first 20 KB).
+MAX_BODY_BYTES = 20 * 1024
 
 
 def without_nul(text: str) -> str:

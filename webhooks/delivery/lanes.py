@@ -55,6 +55,13 @@ from webhooks.delivery.window import Signal, Window
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.tenant_share import SHARE_WINDOW_SECONDS, RecentTenants, count_down
 
+#: Deliveries to quick endpoints under way at once in one process (``Lanes.quick_budget``).
+QUICK_BUDGET = 512
+
+#: How many of one tenant's messages may be handed out ahead of their claims (two of the
+#: engine's claim batches: a tenant's message waits for at most the batch running and its own).
+CLAIMS_AHEAD = 256
+
 #: An endpoint whose fastest recent answer came within this many seconds is a quick one
 #: (so is one not measured yet): its deliveries under way count against ``quick_budget``.
 QUICK_SECONDS = 0.1
@@ -215,7 +222,7 @@ class Turns:
 class Lanes:
     """Every lane of this process and the round-robin over them."""
 
-    def __init__(self, ceiling: int, quick_budget: int = 128, claims_ahead: int = 256,
+    def __init__(self, ceiling: int, quick_budget: int = QUICK_BUDGET, claims_ahead: int = CLAIMS_AHEAD,
                  tenant_quick_budget: int | None = None, max_under_way: int | None = None,
                  shared_quick_budget: int | None = None) -> None:
         self.ceiling = ceiling

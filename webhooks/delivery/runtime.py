@@ -23,6 +23,7 @@ from webhooks.delivery.broker import Session
 from webhooks.delivery.lag import LoopLag
 from webhooks.delivery import backlog
 from webhooks.delivery.lanes import Held, Lanes
+from webhooks.delivery.pauses import Backoff
 from webhooks.delivery.receipt import CONFIRM_TIMEOUT_SECONDS, Receipt
 from webhooks.delivery.sender import Sender
 from webhooks.messaging.messages import DeliveryMessage
@@ -31,9 +32,6 @@ from webhooks.delivery.records import Outcome
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
-
-#: Longest pause between attempts to reach a database that is down (seconds).
-MAX_BACKOFF_SECONDS = 10.0
 
 #: A database failure is logged at most this often (seconds): every delivery waiting on it retries.
 DATABASE_WARNING_EVERY_SECONDS = 1.0
@@ -127,19 +125,15 @@ class Runtime:
 
     async def until_db(self, batcher: Callable[[Any], Awaitable[R]], item: Any) -> R:
         """``await batcher(item)``, waiting out a database outage (the message stays unacked meanwhile)."""
-        backoff = 0.5
+        backoff = Backoff()
         while True:
             try:
                 return await batcher(item)
             except (peewee.OperationalError, peewee.InterfaceError) as error:
                 if self.stopping.is_set():
                     raise Stopping from error
-                self._warn_database(error, backoff)
-                try:
-                    await asyncio.wait_for(self.stopping.wait(), backoff)
-                except asyncio.TimeoutError:
-                    pass
-                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                self._warn_database(error, backoff.seconds)
+                await backoff.wait(self.stopping)
 
     def _warn_database(self, error: Exception, backoff: float) -> None:
         """Say once a second at most that the database failed (every waiting delivery retries)."""

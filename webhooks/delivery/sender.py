@@ -21,11 +21,9 @@ from multidict import CIMultiDictProxy
 from yarl import URL
 
 from webhooks.delivery.guard import GuardedConnector, GuardedResolver
-from webhooks.delivery.http_result import MAX_ERROR_CHARS, HttpResult, without_nul
+from webhooks.delivery.http_result import MAX_BODY_BYTES, MAX_ERROR_CHARS, HttpResult, without_nul
 from webhooks.delivery.netguard import ALLOWED_SCHEMES, BlockedAddress, Resolver, TargetPolicy, UnresolvableHost
 
-#: Response bytes kept by default (the design stores at most the first 20 KB of a response).
-DEFAULT_MAX_BODY = 20 * 1024
 
 
 def _tls_context() -> ssl.SSLContext:
@@ -52,7 +50,7 @@ class Sender:
         *,
         timeout: float,
         policy: TargetPolicy,
-        max_body: int = DEFAULT_MAX_BODY,
+        max_body: int = MAX_BODY_BYTES,
         resolver: Resolver | None = None,
     ) -> None:
         self._timeout = timeout

@@ -29,12 +29,12 @@ for backlogs nobody holds (a worker that died) every ``ORPHAN_SCAN_SECONDS``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Sequence
 
 from webhooks.delivery import backlog
 from webhooks.delivery.lanes import Held, Lane
+from webhooks.delivery.pauses import sleep_unless_stopping
 from webhooks.delivery.runtime import Runtime, Stopping
 from webhooks.messaging.messages import DeliveryMessage
 
@@ -229,12 +229,7 @@ class Spiller:
 
     async def scan_orphans(self) -> None:
         """Forever: fetch back backlogs in the database that no lane here is fetching."""
-        while not self.rt.stopping.is_set():
-            try:
-                await asyncio.wait_for(self.rt.stopping.wait(), ORPHAN_SCAN_SECONDS)
-                return
-            except asyncio.TimeoutError:
-                pass
+        while not await sleep_unless_stopping(self.rt.stopping, ORPHAN_SCAN_SECONDS):
             if self.rt.session is None:
                 continue
             try:

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import os
@@ -20,6 +19,7 @@ import socket
 
 from webhooks.storage import endpoint_windows
 from webhooks.delivery.lanes import Lane
+from webhooks.delivery.pauses import sleep_unless_stopping
 from webhooks.delivery.runtime import Runtime
 from webhooks.delivery.spill import Spiller
 
@@ -77,12 +77,7 @@ class Upkeep:
 
     async def run(self) -> None:
         """Until the engine stops."""
-        while True:
-            try:
-                await asyncio.wait_for(self.rt.stopping.wait(), TICK_SECONDS)
-                return
-            except asyncio.TimeoutError:
-                pass
+        while not await sleep_unless_stopping(self.rt.stopping, TICK_SECONDS):
             try:
                 await self.tick()
             except Exception:  # noqa: BLE001 - housekeeping must not stop the engine
