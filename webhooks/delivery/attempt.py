@@ -152,7 +152,7 @@ class Attempts:
                 log.warning("next attempt of delivery=%s not confirmed by the broker; the relay will publish it",
                             message.delivery_id)
         elif step.exhausted:
-            # For operators; the database is the list of failed deliveries (decision 3).
+            # A copy for operators: the database is the list of failed deliveries (replayed from there).
             if not await self.rt.publish(self.topology.dead, *message.encode()):
                 log.warning("dead-letter copy of delivery=%s not confirmed", message.delivery_id)
 

@@ -20,8 +20,8 @@ handed the worker nothing for seconds at a time (``bench/RESULTS.md``). Delivery
 are per channel: the session numbers them ``tag * CHANNEL_SLOTS + channel``. Publishing is
 pipelined: each ``publish`` returns once the broker confirmed (or refused) that
 message, while others are under way. Every publish is ``mandatory`` through the
-default exchange, so a missing queue comes back as a refusal, not a silent drop
-(decision 2). ``closed`` resolves when the connection or a channel goes away.
+default exchange, so a missing queue comes back as a refusal, not a silent drop: a
+message is never lost on its way to a queue nobody declared. ``closed`` resolves when the connection or a channel goes away.
 """
 
 from __future__ import annotations

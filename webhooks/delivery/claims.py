@@ -1,4 +1,4 @@
-"""Claiming an attempt (decision 1): a lease on the delivery while its attempt is the next one.
+"""Claiming an attempt: a lease on the delivery while its attempt is the next one (one ladder per delivery).
 
 A message whose attempt number is no longer the next one is stale and dropped, so
 redeliveries, relay races and resends never start a second retry chain. The claim is

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
-#: Statuses whose ``Retry-After`` we honour (decision 12 and the design's signing section).
+#: Statuses whose ``Retry-After`` we honour: the receiver says when to come back, and a message that
+#: comes back early waits again without counting an attempt (``decide``; 429 does not count towards offline).
 SLOW_DOWN_STATUSES = frozenset({429, 502, 503, 504})
 
 #: A receiver answering with this header (value ``disable``) asks to be disabled.

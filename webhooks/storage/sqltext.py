@@ -51,8 +51,8 @@ def insert_sql(model: type[peewee.Model], names: tuple[str, ...], rows: int, par
 #: From this many rows, an insert on PostgreSQL goes as ``COPY … FROM STDIN``.
 #: PostgreSQL parses and plans a multi-row ``INSERT … VALUES`` of 128 attempt rows (2,300
 #: parameters) anew each time: 35-37 us of its CPU per row against 20-22 us for the same rows
-#: copied (seventeenth session, ``bench/RESULTS.md``). A copy takes one round trip more, so
-#: the few rows of a quiet moment keep the ``INSERT``.
+#: copied (``bench/RESULTS-archive.md``, 2026-11-26 03:52–07:08 UTC, commit 17b94a9). A copy
+#: takes one round trip more, so the few rows of a quiet moment keep the ``INSERT``.
 COPY_FROM_ROWS = 16
 
 

@@ -1,8 +1,12 @@
-"""Delivery statuses and endpoint health states, and the groups of them that rules act on (decision 11)."""
+"""Delivery statuses and endpoint health states, and the groups of them that rules act on.
+
+A delivery of a deleted endpoint is ``cancelled`` (a soft delete: its attempts are kept);
+an endpoint's health is read-only, derived from its deliveries and probes.
+"""
 
 from __future__ import annotations
 
-#: Every status a delivery can have (decision 11).
+#: Every status a delivery can have.
 DELIVERY_STATUSES = ("pending", "retrying", "parked", "delivered", "failed", "cancelled")
 
 #: Statuses a ladder attempt may act on: the ladder is running.

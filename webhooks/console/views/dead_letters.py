@@ -22,7 +22,8 @@ from webhooks.console.queries import MAX_ROW_ID, DeliveryFilter, page, row_id_cu
 from webhooks.console.views.common import get_or_404, read_filter
 from webhooks.storage.models import Delivery
 
-#: Dead letters are the failed deliveries (design decision 3).
+#: Dead letters are the failed deliveries: the database is the list; the dead-letter queue
+#: is a copy for operators, and a replay publishes a fresh attempt.
 DEAD = {"statuses": ("failed",)}
 
 
