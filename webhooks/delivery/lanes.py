@@ -53,7 +53,7 @@ from typing import Any, Iterator
 from webhooks.delivery.receipt import Receipt
 from webhooks.delivery.window import Signal, Window
 from webhooks.messaging.messages import DeliveryMessage
-from webhooks.tenant_share import SHARE_WINDOW_SECONDS, RecentTenants, count_down
+from webhooks.turns import SHARE_WINDOW_SECONDS, RecentTenants, Rotation, count_down
 
 #: Deliveries to quick endpoints under way at once in one process (``Lanes.quick_budget``).
 QUICK_BUDGET = 512
@@ -168,57 +168,6 @@ class Lane:
         return len(self.queue)
 
 
-class TenantRing:
-    """A tenant's lanes that have work to hand out, in turn."""
-
-    __slots__ = ("tenant_id", "ring", "ready")
-
-    def __init__(self, tenant_id: str) -> None:
-        self.tenant_id = tenant_id
-        self.ring: deque[Lane] = deque()
-        #: The tenant is in the ring of tenants with work.
-        self.ready = False
-
-
-class Turns:
-    """Round-robin over tenants, then over each tenant's lanes, for one kind of lane (quick or slow)."""
-
-    def __init__(self) -> None:
-        self.tenants: dict[str, TenantRing] = {}
-        self.ring: deque[TenantRing] = deque()
-
-    def add(self, lane: Lane) -> None:
-        tenant = self.tenants.get(lane.tenant_id)
-        if tenant is None:
-            tenant = self.tenants[lane.tenant_id] = TenantRing(lane.tenant_id)
-        tenant.ring.append(lane)
-        if not tenant.ready:
-            tenant.ready = True
-            self.ring.append(tenant)
-
-    def next_lane(self) -> Lane | None:
-        """The lane whose turn it is (out of the ring: ``Lanes.wake`` puts it back), or None."""
-        if not self.ring:
-            return None
-        tenant = self.ring.popleft()
-        lane = tenant.ring.popleft()
-        if tenant.ring:
-            self.ring.append(tenant)
-        else:
-            tenant.ready = False
-        return lane
-
-    def clear(self) -> None:
-        for tenant in self.tenants.values():
-            tenant.ring.clear()
-            tenant.ready = False
-        self.ring.clear()
-
-    def forget_tenants(self, live: set[str]) -> None:
-        for tenant_id in [t for t in self.tenants if t not in live]:
-            del self.tenants[tenant_id]
-
-
 class Lanes:
     """Every lane of this process and the round-robin over them."""
 
@@ -251,7 +200,10 @@ class Lanes:
         #: Lanes of a tenant at ``claims_ahead``, out of turn until one of its claims is done
         #: (``ready`` stays set, so ``wake`` leaves them there).
         self._held_back: dict[str, list[Lane]] = {}
-        self._quick, self._slow = Turns(), Turns()
+        #: Lanes with work to hand out, in turns by tenant (then each tenant's lanes in turn), one ring
+        #: of each kind.
+        self._quick: Rotation[str, Lane] = Rotation()
+        self._slow: Rotation[str, Lane] = Rotation()
         #: The slow ring has the next turn when both kinds could send.
         self._slow_next = False
 
@@ -285,7 +237,7 @@ class Lanes:
         if lane.ready or not lane.can_send(now):
             return
         lane.ready = True
-        (self._quick if lane.quick else self._slow).add(lane)
+        (self._quick if lane.quick else self._slow).put(lane.tenant_id, lane)
 
     def next_ready(self, now: float) -> Held | None:
         """The next message to send, with its window slot, taking turns by tenant, then by endpoint; None if none can go.
@@ -295,16 +247,14 @@ class Lanes:
             return None
         while True:
             quick_room = self.quick_under_way < self.quick_budget
-            if quick_room and self._quick.ring and not (self._slow_next and self._slow.ring):
+            if quick_room and self._quick and not (self._slow_next and self._slow):
                 turns, quick = self._quick, True
-            elif self._slow.ring:
+            elif self._slow:
                 turns, quick = self._slow, False
             else:
                 return None
             self._slow_next = quick
-            lane = turns.next_lane()
-            assert lane is not None
-            tenant_id = lane.tenant_id
+            tenant_id, lane = turns.take()  # type: ignore[misc]  # (the ring is not empty)
             claiming = self.claiming.get(tenant_id, 0)
             tenant_quick = self.quick_by_tenant.get(tenant_id, 0) if quick else 0
             if claiming >= self.claims_ahead or (quick and tenant_quick >= self.quick_share(tenant_id, now)):
@@ -395,14 +345,11 @@ class Lanes:
             elif now - lane.idle_since >= after:
                 del self.lanes[endpoint_id]
                 dropped += 1
-        live_tenants = {lane.tenant_id for lane in self.lanes.values()}
-        self._quick.forget_tenants(live_tenants)
-        self._slow.forget_tenants(live_tenants)
         return dropped
 
     def tenant_ids(self) -> set[str]:
         """Tenants with a lane here."""
-        return {*self._quick.tenants, *self._slow.tenants}
+        return {lane.tenant_id for lane in self.lanes.values()}
 
     def set_ceiling(self, ceiling: int) -> None:
         self.ceiling = ceiling
