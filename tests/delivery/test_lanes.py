@@ -69,7 +69,8 @@ def test_a_freed_window_slot_puts_the_lane_back_in_turn() -> None:
 def test_a_paused_lane_hands_out_nothing_until_its_pause_is_over() -> None:
     lanes = Lanes(ceiling=128)
     held = lanes.add(message("ten_a", "ep_a", 0), receipt=None, now=0.0)
-    held.lane.paused_until = 5.0
+    assert lanes.next_ready(now=0.0) is held
+    assert lanes.pause(held, 5.0, now=0.0) == 5.0  # its rate limit is used up: first in line again
     assert lanes.next_ready(now=1.0) is None
     lanes.wake(held.lane, now=5.0)
     assert lanes.next_ready(now=5.0) is held

@@ -82,10 +82,7 @@ class Attempts:
     def _pause(self, held: Held, seconds: float) -> None:
         """The endpoint's rate limit is used up: its lane waits, this message first in line."""
         loop = self.rt.loop
-        lane = held.lane
-        lane.paused_until = max(lane.paused_until, loop.time() + seconds)
-        self.rt.lanes.put_back(held, loop.time())
-        loop.call_at(lane.paused_until, self._unpause, lane)
+        loop.call_at(self.rt.lanes.pause(held, seconds, loop.time()), self._unpause, held.lane)
 
     def _unpause(self, lane: Any) -> None:
         loop = self.rt.loop

@@ -336,22 +336,11 @@ class Engine:
     def _check_late(self, lane: Lane) -> None:
         """A call far slower than the endpoint's baseline cuts its window before it even returns."""
         lane.watch = None
-        window = lane.window
         if self.rt is None or self._loop is None:
             return
         now = self._loop.time()
-        slow_after = window.slow_after(self.rt.lag.allowance(now))
-        if slow_after is None:
-            return
-        # Calls sent before the last cut say nothing new; the next call sent sets a new watch.
-        counted = [(slot.sent_at, slot.level) for slot in lane.sending if slot.sent_at > window.last_cut]
-        if not counted:
-            return
-        sent, level = min(counted)
-        if now - sent < slow_after:
-            lane.watch = self._loop.call_later(sent + slow_after - now, self._check_late, lane)
-            return
-        cuts = window.cuts
-        window.overdue(sent, now, level)
-        if window.cuts > cuts:
+        again, cut = lane.check_late(now, self.rt.lag.allowance(now))
+        if cut:
             metrics.WINDOW_CUTS.labels("latency").inc()
+        if again is not None:
+            lane.watch = self._loop.call_later(again - now, self._check_late, lane)

@@ -62,6 +62,9 @@ QUICK_BUDGET = 512
 #: engine's claim batches: a tenant's message waits for at most the batch running and its own).
 CLAIMS_AHEAD = 256
 
+#: Weight of the latest second in a lane's smoothed pace.
+PACE_WEIGHT = 0.3
+
 #: An endpoint whose fastest recent answer came within this many seconds is a quick one
 #: (so is one not measured yet): its deliveries under way count against ``quick_budget``.
 QUICK_SECONDS = 0.1
@@ -125,7 +128,13 @@ class Held:
 
 
 class Lane:
-    """One endpoint's messages waiting in this process, and its window."""
+    """One endpoint's messages waiting in this process, and its window.
+
+    Each attribute has one writer: ``Lanes`` (the queue, ``ready``, ``idle_since``, the pause,
+    the count of settled messages), ``Slot`` (``sending`` and the window's calls in flight), the
+    lane's own methods (its pace, its late calls), ``spill`` (``spilled``) and the engine
+    (``watch``, its timer); everyone else asks.
+    """
 
     __slots__ = ("endpoint_id", "tenant_id", "queue", "window", "paused_until", "spilled",
                  "sending", "idle_since", "ready", "finished", "pace", "pace_since", "watch")
@@ -155,6 +164,38 @@ class Lane:
 
     def can_send(self, now: float) -> bool:
         return bool(self.queue) and self.window.has_room() and self.paused_until <= now
+
+    def measure_pace(self, now: float, round_seconds: float) -> None:
+        """Smooth the lane's pace with the last round's (a round is ``round_seconds`` long). A new lane
+        is measured from its first round on, and its first whole round is taken as it is: a part of a
+        second, or a pace smoothed from nothing (a new lane draining 1,000 messages/s would count as
+        draining 300), would make it keep too little (``spill.Spiller.keep``) and send its backlog to
+        the database and back."""
+        if self.pace_since is None:
+            self.pace_since = now
+        elif self.pace is None:
+            self.pace = self.finished / max(now - self.pace_since, round_seconds)
+        else:
+            self.pace = (1 - PACE_WEIGHT) * self.pace + PACE_WEIGHT * self.finished / round_seconds
+        self.finished = 0
+
+    def check_late(self, now: float, allowance: float) -> tuple[float | None, bool]:
+        """Look at the oldest call in flight: a call far slower than the baseline cuts the window
+        before it even returns. When to look again (None: no call to watch), and whether it cut."""
+        window = self.window
+        slow_after = window.slow_after(allowance)
+        if slow_after is None:
+            return None, False
+        # Calls sent before the last cut say nothing new; the next call sent sets a new watch.
+        counted = [(slot.sent_at, slot.level) for slot in self.sending if slot.sent_at > window.last_cut]
+        if not counted:
+            return None, False
+        sent, level = min(counted)
+        if now - sent < slow_after:
+            return sent + slow_after, False
+        cuts = window.cuts
+        window.overdue(sent, now, level)
+        return None, window.cuts > cuts
 
     @property
     def quick(self) -> bool:
@@ -232,6 +273,14 @@ class Lanes:
         self.held += 1
         self.wake(held.lane, now)
 
+    def pause(self, held: Held, seconds: float, now: float) -> float:
+        """The endpoint's rate limit is used up: ``held`` goes back first in its lane, and the lane
+        sends nothing for ``seconds``; the loop time it may send again (``wake`` it then)."""
+        lane = held.lane
+        lane.paused_until = max(lane.paused_until, now + seconds)
+        self.put_back(held, now)
+        return lane.paused_until
+
     def wake(self, lane: Lane, now: float) -> None:
         """Put ``lane`` in the rotation if it can send now."""
         if lane.ready or not lane.can_send(now):
@@ -298,6 +347,7 @@ class Lanes:
     def settled(self, held: Held, now: float) -> None:
         """A delivery handed out by ``next_ready`` is over: its share of the budgets is free."""
         self.under_way -= 1
+        held.lane.finished += 1
         if held.quick:
             held.quick = False
             self.quick_under_way -= 1

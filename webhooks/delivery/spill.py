@@ -177,7 +177,6 @@ class Spiller:
     def after_settled(self, held: Held) -> None:
         """A message of ``held.lane`` is done: fetch its backlog back if the lane runs short."""
         lane = held.lane
-        lane.finished += 1
         if lane.spilled:
             self.refill(lane.endpoint_id, lane)
 
