@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Sequence
 
-import peewee
 
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
@@ -152,13 +151,11 @@ def _lease_alone(sql: str, params: list[Any], name: str | None) -> list[tuple[An
     prepared (``name``) when the batch is small."""
     if name is not None:
         prepared.prepare(name, sql)  # once per connection, outside any transaction
-    try:
-        return database.execute_sql(f"{RELAXED_COMMIT}; {prepared.sql_for(name, sql) if name else sql}",
-                                    params).fetchall()
-    except peewee.DatabaseError as error:
-        if name is None or not prepared.vanished(error):  # gone: the implicit transaction wrote nothing
-            raise
+    if name is None:
         return database.execute_sql(f"{RELAXED_COMMIT}; {sql}", params).fetchall()
+    return prepared.again_if_vanished(  # gone: the implicit transaction wrote nothing
+        lambda prepare: database.execute_sql(f"{RELAXED_COMMIT}; {prepared.sql_for(name, sql) if prepare else sql}",
+                                             params).fetchall())
 
 
 #: What the row-by-row path reads of each delivery.

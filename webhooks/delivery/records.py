@@ -82,12 +82,7 @@ prepared = PreparedStatements()
 def _record_prepared(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_after: int) -> list[bool]:
     """``_record_batch``, and once more unprepared if a prepared statement has vanished
     (``DISCARD ALL``: the transaction rolled back, nothing was written)."""
-    try:
-        return _record_batch(items, offline_after)
-    except peewee.DatabaseError as error:
-        if not prepared.vanished(error):
-            raise
-        return _record_batch(items, offline_after, prepare=False)
+    return prepared.again_if_vanished(lambda prepare: _record_batch(items, offline_after, prepare=prepare))
 
 
 @retrying
