@@ -20,7 +20,7 @@ from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
 from webhooks.delivery.lanes import Held, Slot
 from webhooks.delivery.runtime import Runtime, Stopping
-from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, without_nul
+from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, counts_towards_offline, without_nul
 from webhooks.delivery.window import Signal, signal_of
 from webhooks.storage.ids import new_id
 from webhooks.messaging.messages import DeliveryMessage
@@ -117,7 +117,7 @@ class Attempts:
             last_status_code=result.status_code,
             last_error=None if verdict.delivered else verdict.summary,
             manual_attempts=step.manual_attempts,
-            counts_as_failure=result.status_code != 429,
+            counts_as_failure=counts_towards_offline(result.status_code),
             disable_reason=verdict.summary if verdict.gone else None,
             exhausted=step.exhausted,
         )
