@@ -27,6 +27,7 @@ from webhooks.messaging.messages import DeliveryMessage
 from webhooks.delivery.outgoing import active_secrets, build_request
 from webhooks.delivery.records import Outcome
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class Attempts:
         self.release(held.slot, signal_of(result.status_code, result.error_class))
 
         verdict = classify(result.status_code, result.headers, result.error_class, result.error)
-        step = after_attempt(message, verdict, claim.prior_status or "pending", claim.manual_attempts, claim.due_at,
+        step = after_attempt(message, verdict, claim.prior_status or DeliveryStatus.PENDING, claim.manual_attempts, claim.due_at,
                              self.ladder, self.topology, started)
         outcome = Outcome(
             attempt_id=new_id("att"),

@@ -63,6 +63,7 @@ from webhooks.storage.ingest_sql import (
 from webhooks.storage.models import Delivery, Event, Tenant
 from webhooks.storage.pg_prepared import NOT_NULL_VIOLATION, PreparedStatements, pgcode
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +304,7 @@ def accept_events(
     accepted = store_events(tenant, items, rate_limit=rate_limit)
     new = [a for a in accepted if not a.replayed]
     if new:
-        messages = [message_for(d, a.event) for a in new for d in a.deliveries if d.status == "pending"]
+        messages = [message_for(d, a.event) for a in new for d in a.deliveries if d.status == DeliveryStatus.PENDING]
         if in_request:
             # The answer does not wait for the broker: published right after, in batches.
             current_app.extensions["webhooks.enqueuer"].submit(messages)
