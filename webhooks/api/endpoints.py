@@ -34,6 +34,7 @@ from webhooks.api.schemas import (
     SecretSchema,
 )
 from webhooks.delivery.signing import scheme_of
+from webhooks.storage.statuses import DeliveryStatus
 
 #: Health changes shown by ``GET /v1/endpoints/<id>/health``.
 MAX_HEALTH_CHANGES = 100
@@ -62,7 +63,7 @@ def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
         for row in Delivery.select(
             Delivery.endpoint, fn.COUNT(Delivery.id).alias("count"), fn.MIN(Delivery.created_at).alias("oldest")
         )
-        .where(Delivery.endpoint.in_([e.id for e in endpoints]) & (Delivery.status == "parked"))
+        .where(Delivery.endpoint.in_([e.id for e in endpoints]) & (Delivery.status == DeliveryStatus.PARKED))
         .group_by(Delivery.endpoint)
     } if endpoints else {}
     windows = endpoint_windows.of_endpoints([e.id for e in endpoints])
