@@ -49,18 +49,21 @@ class AttemptSpans:
         self._lock = threading.Lock()
         self._wake = threading.Event()
 
-    def note(self, held: Any, outcome: Any, step: Any, sent_at: float) -> None:
-        """One recorded attempt (``attempt.Attempts``): its ``Held``, ``Outcome``, ``Step`` and loop send time."""
+    def note(self, held: Any, outcome: Any, step: Any) -> None:
+        """One recorded attempt (``attempt.Attempts``): its ``Held`` (with the slot it went out in),
+        ``Outcome`` and ``Step``."""
         if not tracing.on():
             return
         if len(self._noted) >= MAX_PENDING:
             tracing.spans_dropped("queue_full", 1)
             return
         lane = held.lane
+        sent_at = held.slot.sent_at if held.slot is not None else held.queued_at
         wait = sent_at - held.queued_at if held.queued_at else 0.0
         reason = None
         if wait >= NO_WAIT_SECONDS:
-            reason = "backlog" if held.tag is None else "rate_limit" if lane.paused_until >= held.queued_at else "window"
+            reason = ("backlog" if held.receipt is None else "rate_limit" if lane.paused_until >= held.queued_at
+                      else "window")
         self._noted.append((held.message, outcome, step.queue, step.exhausted, wait, reason))
         if self._thread is None:
             self._start()
