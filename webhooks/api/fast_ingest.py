@@ -38,6 +38,7 @@ from webhooks.api.events import (
 )
 from webhooks.api.parsing import fast_load_body, fast_load_headers, loads_strict
 from webhooks.ingest.accept import MAX_BATCH, NewEvent
+from webhooks.observability.web_spans import ROUTE
 
 #: Paths the shortcut may answer.
 SINGLE, BATCH = "/v1/events", "/v1/events/batch"
@@ -67,6 +68,7 @@ class FastIngest:
         if environ.get("REQUEST_METHOD") != "POST" or path not in (SINGLE, BATCH):
             return self.wsgi_app(environ, start_response)
         body = None
+        environ[ROUTE] = path  # for the request's span (``webhooks.observability.web_spans``)
         try:
             tenant = _tenant(environ)
             body = _body(environ, self.app.config.get("MAX_CONTENT_LENGTH"))

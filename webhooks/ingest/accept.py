@@ -50,6 +50,7 @@ from webhooks.ingest.plan import Accepted, NewEvent, Plan, plan_rows, routes_of
 from webhooks.messaging.outbox import enqueue, message_for
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
+from webhooks.observability import tracing
 from webhooks.storage.db import database, is_postgres, retrying, write
 from webhooks.storage.ingest_sql import (
     POSTGRES,
@@ -307,8 +308,10 @@ def accept_events(
     if rate_limit is not None and len(items) > rate_limit:
         raise BatchOverRateLimit(f"a batch of {len(items)} events is more than the tenant's rate limit allows at once "
                                  f"({rate_limit:g} events per second): send smaller batches")
-    accepted = store_events(tenant, items, rate_limit=rate_limit)
+    with tracing.side_span("ingest.transaction", events=len(items)):
+        accepted = store_events(tenant, items, rate_limit=rate_limit)
     new = [a for a in accepted if not a.replayed]
+    _annotate(tenant, items, accepted)
     if new:
         messages = [message_for(d, a.event) for a in new for d in a.deliveries if d.status == DeliveryStatus.PENDING]
         if in_request:
@@ -324,6 +327,18 @@ def accept_events(
             sum(len(a.deliveries) for a in new),
         )
     return accepted
+
+
+def _annotate(tenant: Tenant, items: Sequence[NewEvent], accepted: Sequence[Accepted]) -> None:
+    """What the request's span says of its events (while tracing is on)."""
+    if not tracing.on():
+        return
+    types = {item.event_type for item in items}
+    replayed = sum(1 for one in accepted if one.replayed)
+    tracing.annotate(tenant_id=tenant.id, event_type=next(iter(types)) if len(types) == 1 else None,
+                     event_id=accepted[0].event.id if len(accepted) == 1 else None, events=len(items),
+                     replayed=replayed > 0, replayed_events=replayed,
+                     deliveries=sum(len(one.deliveries) for one in accepted if not one.replayed))
 
 
 def accept_test_event(tenant: Tenant, endpoint_id: str, event_type: str, payload: dict[str, Any]) -> Accepted:

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
 from webhooks.event_types import wants
+from webhooks.observability.tracing import current_traceparent
 from webhooks.storage.ids import new_ids
 from webhooks.storage.ingest_sql import (
     DELIVERY_FIELDS,
@@ -139,11 +140,13 @@ class Plan:
 def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], now: datetime,
           routes: list[Route], exclude_endpoint: str | None) -> Plan:
     plan = Plan([], [], [])
+    traceparent = current_traceparent()  # the request's span: its deliveries' attempts join its trace
     event_ids = new_ids("evt", len(items))
     delivery_ids = iter(new_ids("dlv", len(items) * len(routes)))
     for item, digest, event_id in zip(items, digests, event_ids):
         plan.events.append({"id": event_id, "tenant": tenant_id, "seq": None,
-                            "event_type": item.event_type, "payload": EncodedPayload(item.payload), "created_at": now})
+                            "event_type": item.event_type, "payload": EncodedPayload(item.payload), "created_at": now,
+                            "traceparent": traceparent})
         if item.key is not None:
             plan.keys.append([tenant_id, item.key, event_id, digest, now])
         deliveries = []

@@ -127,6 +127,8 @@ class Event(BaseModel):
     event_type = peewee.CharField(max_length=128)
     payload = PayloadField()
     created_at = peewee.DateTimeField(default=utcnow)
+    #: W3C trace context of the request that posted it (tracing on), for its deliveries' attempt spans.
+    traceparent = peewee.CharField(max_length=128, null=True)
 
     class Meta:
         indexes = (
