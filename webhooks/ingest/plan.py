@@ -143,7 +143,8 @@ def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str |
     delivery_ids = iter(new_ids("dlv", len(items) * len(routes)))
     for item, digest, event_id in zip(items, digests, event_ids):
         plan.events.append({"id": event_id, "tenant": tenant_id, "seq": None,
-                            "event_type": item.event_type, "payload": EncodedPayload(item.payload), "created_at": now})
+                            "event_type": item.event_type, "payload": EncodedPayload(item.payload), "created_at": now,
+                            "test": False})
         if item.key is not None:
             plan.keys.append([tenant_id, item.key, event_id, digest, now])
         deliveries = []

@@ -18,7 +18,7 @@ from webhooks.storage.sqltext import columns, insert_sql, table
 INSERT_CHUNK = 500
 
 #: Columns written for a new event, idempotency key and delivery (field names).
-EVENT_FIELDS = ("id", "tenant", "seq", "event_type", "payload", "created_at")
+EVENT_FIELDS = ("id", "tenant", "seq", "event_type", "payload", "created_at", "test")
 KEY_FIELDS = ("tenant", "key", "event", "request_hash", "created_at")
 DELIVERY_FIELDS = ("id", "tenant", "event", "endpoint", "status", "attempts", "next_attempt_at", "created_at",
                    "updated_at")
