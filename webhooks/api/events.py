@@ -8,6 +8,7 @@ from flask import current_app, jsonify, request, url_for
 from flask.views import MethodView
 from flask_smorest import abort
 
+from webhooks.catalog.registry import EventsRejected
 from webhooks.ingest import accept as ingest
 from webhooks.storage import retention
 from webhooks.ingest.accept import MAX_BATCH, NewEvent
@@ -82,6 +83,12 @@ def batch_body(accepted: list[ingest.Accepted]) -> dict[str, Any]:
     ]}
 
 
+def _rejected_message(event_type: str, problems: dict[str, Any]) -> str:
+    if "payload" in problems:
+        return f"the payload does not match the schema of event type {event_type!r}: see errors.json.payload"
+    return f"event type {event_type!r} may not be posted: see errors.json.event_type"
+
+
 def _idempotency_key(header: str | None, field: str | None) -> str | None:
     """The request's key, from the header or the body; abort 409 when both are given and differ.
 
@@ -116,6 +123,9 @@ class Events(MethodView):
             abort(409, message=str(error))
         except ingest.BatchOverRateLimit as error:
             abort(422, message=str(error))
+        except EventsRejected as error:
+            abort(422, message=_rejected_message(data["event_type"], error.problems[0]),
+                  errors={"json": error.problems[0]})
         response_headers = {"Location": url_for("events.Event", event_id=accepted.event.id)}
         if accepted.replayed:
             response_headers[REPLAYED_HEADER] = "true"
@@ -181,6 +191,8 @@ class EventBatch(MethodView):
                 for index in error.indexes}})
         except ingest.BatchOverRateLimit as error:
             abort(422, errors={"json": {"_schema": [str(error)]}})
+        except EventsRejected as error:
+            abort(422, message=str(error), errors={"json": {str(i): found for i, found in error.problems.items()}})
         return jsonify(batch_body(accepted)), 202
 
 

@@ -43,6 +43,7 @@ import peewee
 from flask import current_app
 
 from webhooks import metrics
+from webhooks.catalog import registry
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.ingest import idempotency
 from webhooks.ingest.idempotency import IdempotencyConflict, request_hash
@@ -303,6 +304,8 @@ def accept_events(
     if reserved:
         raise ReservedEventType(f"{reserved[0]!r} is reserved for events the service raises itself")
     in_request = publisher is None
+    if in_request:  # what tenants post; the service's own events are its own
+        registry.of_app(current_app).check(items)
     publisher, topology, rate_limit = request_defaults(publisher, topology)
     if rate_limit is not None and len(items) > rate_limit:
         raise BatchOverRateLimit(f"a batch of {len(items)} events is more than the tenant's rate limit allows at once "
