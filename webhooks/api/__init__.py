@@ -16,7 +16,9 @@ from __future__ import annotations
 from flask_smorest import Api
 from werkzeug.routing import BaseConverter
 
-from webhooks.api import deliveries, endpoints, event_types, events, keys, ops
+from webhooks.api import deliveries, endpoints, event_types, events, keys, ops, tryouts
+from webhooks.api.fields import FILTER_COMPONENT
+from webhooks.catalog.filters import openapi_schema
 
 
 class EventIdConverter(BaseConverter):
@@ -31,6 +33,7 @@ def register_blueprints(api: Api) -> None:
     """Register every blueprint (routes and OpenAPI documentation) on ``api``."""
     api._app.url_map.converters["event_id"] = EventIdConverter
     api.register_converter(EventIdConverter, lambda _: {"type": "string", "not": {"enum": ["batch"]}})
-    for blueprint in (endpoints.blp, events.blp, deliveries.blp, keys.blp, event_types.blp, event_types.schema_blp,
+    api.spec.components.schema(FILTER_COMPONENT, component=openapi_schema(f"#/components/schemas/{FILTER_COMPONENT}"))
+    for blueprint in (endpoints.blp, tryouts.blp, events.blp, deliveries.blp, keys.blp, event_types.blp, event_types.schema_blp,
                       ops.blp):
         api.register_blueprint(blueprint)

@@ -64,6 +64,7 @@ def accepted_body(event: Event, deliveries: list[Delivery]) -> dict[str, Any]:
         "event_type": event.event_type,
         "payload": event.payload,
         "created_at": isoformat(event.created_at),
+        "test": bool(event.test),
         "deliveries": [{"id": d.id, "endpoint_id": d.endpoint_id, "status": d.status} for d in deliveries],
     }
 
@@ -145,6 +146,8 @@ class Events(MethodView):
         query = Event.select().where(Event.tenant == tenant_id)
         if "event_type" in args:
             query = query.where(Event.event_type == args["event_type"])
+        if not args["include_test"]:
+            query = query.where(Event.test == False)  # noqa: E712 - SQL, not Python
         page = cursor_page(
             query, Event.seq, limit=args["limit"], after=args["after"], feed=True, prefetch=(_deliveries_in_order(),)
         )

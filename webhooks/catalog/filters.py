@@ -257,8 +257,6 @@ class _Compiler:
         return self.conditions(spec, path)
 
     def conditions(self, spec: Mapping[str, Any], path: str, top: bool = False) -> Node:
-        if not spec:
-            raise FilterError(path, "an empty object is no condition: leave the field out")
         nodes: list[Node] = []
         for key, operand in spec.items():
             here = _join(path, key)
@@ -285,6 +283,7 @@ class _Compiler:
                                         f"{', '.join(EVENT_FIELDS)}")
             else:
                 nodes.append(Field(here, key, self.condition(operand, here)))
+        # An empty object is no condition: it holds for any value, even a missing one.
         of_fields = not top and any(isinstance(node, Field) for node in nodes)
         return nodes[0] if len(nodes) == 1 and not of_fields else AllOf(path, nodes, of_fields)
 
@@ -330,3 +329,21 @@ def compiled(text: str | None) -> Filter | None:
 def event_view(event_id: str, event_type: str, time: str, payload: Any) -> dict[str, Any]:
     """What a filter is matched against."""
     return {"id": event_id, "type": event_type, "time": time, "data": payload}
+
+
+def openapi_schema(ref: str) -> dict[str, Any]:
+    """The filter's shape as an OpenAPI 3.0 schema (``ref``: where this schema is, for ``$and``, ``$or``, ``$not``)."""
+    condition = {"description": "A plain value (equality; an array contains it) or an object of conditions."}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "description": "Only events matching this filter are delivered (Hookdeck Outpost's syntax), matched against "
+                       "`{id, type, time, data}`; operators " + ", ".join(f"`{name}`" for name in (*OPERATORS, *LOGICAL))
+                       + ". `{}` or null: no filter.",
+        "properties": {
+            **{name: condition for name in EVENT_FIELDS},
+            "$and": {"type": "array", "minItems": 1, "items": {"$ref": ref}},
+            "$or": {"type": "array", "minItems": 1, "items": {"$ref": ref}},
+            "$not": {"$ref": ref},
+        },
+    }

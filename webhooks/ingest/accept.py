@@ -300,7 +300,7 @@ def accept_events(
 ) -> list[Accepted]:
     """Store the events durably, then publish their deliveries (after the answer, in a request;
     the relay covers whatever is not confirmed)."""
-    reserved = sorted({item.event_type for item in items} & OPERATIONAL_EVENT_TYPES)
+    reserved = sorted({item.event_type for item in items if item.test_endpoint is None} & OPERATIONAL_EVENT_TYPES)
     if reserved:
         raise ReservedEventType(f"{reserved[0]!r} is reserved for events the service raises itself")
     in_request = publisher is None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
+from webhooks.catalog.filters import Filter, compiled, event_view
 from webhooks.event_types import wants
 from webhooks.storage.ids import new_ids
 from webhooks.storage.ingest_sql import (
@@ -31,15 +32,21 @@ from webhooks.storage.ingest_sql import (
 from webhooks.storage.models import BaseModel, Delivery, Endpoint, Event
 from webhooks.storage.payload_json import EncodedPayload
 from webhooks.storage.statuses import PARKING_STATES
+from webhooks.storage.timeutil import isoformat
 
 
 @dataclass(frozen=True)
 class NewEvent:
-    """One event as sent: its type, its payload and (optionally) its idempotency key."""
+    """One event as sent: its type, its payload and (optionally) its idempotency key.
+
+    ``test_endpoint``: a test event (``send-example``) for that endpoint alone, whatever it
+    subscribes to and filters on.
+    """
 
     event_type: str
     payload: dict[str, Any]
     key: str | None = None
+    test_endpoint: str | None = None
 
 
 @dataclass
@@ -65,8 +72,8 @@ _PAYLOAD = Event._meta.fields["payload"]
 #: PostgreSQL's write of a single event is prepared when it makes up to this many deliveries.
 MAX_PREPARED_DELIVERIES = 32
 
-#: A live endpoint as routing needs it: id, subscribed types, disabled, health.
-Route = tuple[str, list[str], Any, str]
+#: A live endpoint as routing needs it: id, subscribed types, disabled, health, compiled filter (or None).
+Route = tuple[str, list[str], Any, str, Filter | None]
 
 
 def instance_of(model: type[BaseModel], data: dict[str, Any]) -> Any:
@@ -77,8 +84,19 @@ def instance_of(model: type[BaseModel], data: dict[str, Any]) -> Any:
 
 
 def routes_of(rows: Iterable[Sequence[Any]]) -> list[Route]:
-    """Endpoint rows ``(id, event_types JSON, disabled, health)``, their types parsed once per batch."""
-    return [(row[0], json.loads(row[1]), row[2], row[3]) for row in rows]
+    """Endpoint rows ``(id, event_types JSON, disabled, health, filter JSON)``, their types parsed once per
+    batch, their filters compiled once per process (``filters.compiled``)."""
+    return [(row[0], json.loads(row[1]), row[2], row[3], compiled(row[4])) for row in rows]
+
+
+def _receives(route: Route, item: NewEvent, view: Callable[[], dict[str, Any]]) -> bool:
+    """Does this endpoint get a delivery of ``item``? Its subscription, then its filter (no match, no row)."""
+    endpoint_id, event_types, _, _, endpoint_filter = route
+    if item.test_endpoint is not None:
+        return endpoint_id == item.test_endpoint
+    if not wants(event_types, item.event_type):
+        return False
+    return endpoint_filter is None or endpoint_filter.matches(view())
 
 
 @dataclass
@@ -136,20 +154,34 @@ class Plan:
                 for event, deliveries in zip(self.events, self.deliveries)]
 
 
+def _viewer(event_id: str, item: NewEvent, time: str) -> Callable[[], dict[str, Any]]:
+    """What filters match ``item`` against, built once, and only if a filter asks for it."""
+    built: list[dict[str, Any]] = []
+
+    def view() -> dict[str, Any]:
+        if not built:
+            built.append(event_view(event_id, item.event_type, time, item.payload))
+        return built[0]
+    return view
+
+
 def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], now: datetime,
           routes: list[Route], exclude_endpoint: str | None) -> Plan:
     plan = Plan([], [], [])
     event_ids = new_ids("evt", len(items))
     delivery_ids = iter(new_ids("dlv", len(items) * len(routes)))
+    time = isoformat(now)
     for item, digest, event_id in zip(items, digests, event_ids):
         plan.events.append({"id": event_id, "tenant": tenant_id, "seq": None,
                             "event_type": item.event_type, "payload": EncodedPayload(item.payload), "created_at": now,
-                            "test": False})
+                            "test": item.test_endpoint is not None})
         if item.key is not None:
             plan.keys.append([tenant_id, item.key, event_id, digest, now])
         deliveries = []
-        for endpoint_id, event_types, disabled, health in routes:
-            if endpoint_id == exclude_endpoint or not wants(event_types, item.event_type):
+        view = _viewer(event_id, item, time)
+        for route in routes:
+            endpoint_id, _, disabled, health, _ = route
+            if endpoint_id == exclude_endpoint or not _receives(route, item, view):
                 continue
             parked = parks_as(disabled, health)
             deliveries.append({
