@@ -126,6 +126,12 @@ def page(*, limit: int, after: str | None = None, group: str | None = None,
     return {"data": rows, "next_cursor": rows[-1].name if has_more else None, "has_more": has_more}
 
 
+def groups() -> list[str]:
+    """Every group name in use, the built-in ``operational`` among them, sorted."""
+    rows = EventType.select(EventType.group_name).where(EventType.group_name.is_null(False)).distinct()
+    return sorted({row.group_name for row in rows} | {entry.group for entry in BUILT_IN.values() if entry.group})
+
+
 def every_entry(include_archived: bool = True) -> list[Entry]:
     """The whole catalog written by the platform, by name (``export``; the built-in types are not in it)."""
     query = EventType.select().order_by(EventType.name)
