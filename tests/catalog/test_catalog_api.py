@@ -49,7 +49,7 @@ def test_each_example_must_validate_against_the_schema(client: FlaskClient, writ
 def test_a_name_taken_is_a_409_and_operational_types_are_built_in(client: FlaskClient, writer: dict[str, str]) -> None:
     create(client, writer)
     assert client.post("/v1/event-types", json=order_type(), headers=writer).status_code == 409
-    assert client.post("/v1/event-types", json=order_type(name="endpoint.offline"), headers=writer).status_code == 422
+    assert client.post("/v1/event-types", json=order_type(name="endpoint.offline"), headers=writer).status_code == 409
     assert client.patch("/v1/event-types/endpoint.offline", json={"description": "x"}, headers=writer).status_code == 409
     assert client.delete("/v1/event-types/endpoint.offline", headers=writer).status_code == 409
 

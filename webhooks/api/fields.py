@@ -135,7 +135,7 @@ class FilterField(fields.Raw):
     """An endpoint's ``filter``: checked and compiled (``webhooks.catalog.filters``); ``{}`` loads as None."""
 
     def __init__(self, description: str | None = None, **kwargs: Any) -> None:
-        shape = {"allOf": [{"$ref": f"#/components/schemas/{FILTER_COMPONENT}"}], "nullable": True}
+        shape = {"oneOf": [{"$ref": f"#/components/schemas/{FILTER_COMPONENT}"}], "nullable": True}
         super().__init__(allow_none=True, metadata=shape | ({"description": description} if description else {}),
                          **kwargs)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate
 
-from webhooks.event_types import EVENT_TYPE_PATTERN, OPERATIONAL_EVENT_TYPES
+from webhooks.event_types import EVENT_TYPE_PATTERN
 
 #: What a group name may look like (as an event type's name).
 GROUP_PATTERN = EVENT_TYPE_PATTERN
@@ -69,6 +69,6 @@ class EventTypeCreateSchema(EventTypeUpdateSchema):
 
     name = fields.String(
         required=True,
-        validate=[validate.Regexp(EVENT_TYPE_PATTERN, error=NAME_RULE),
-                  validate.NoneOf(OPERATIONAL_EVENT_TYPES, error="is an operational event type, built in")],
+        validate=validate.Regexp(EVENT_TYPE_PATTERN, error=NAME_RULE),
+        metadata={"description": "Unique; the operational types' names are taken (built in)."},
     )
