@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from webhooks.catalog.filters import FilterError, compile_filter, compiled, event_view
+from webhooks.catalog.filters import FilterError, FilterIndex, compile_filter, compiled, event_view
 
 EVENT = event_view("evt_1", "order.paid", "2026-11-26T12:00:00.000Z", {
     "amount": 150, "currency": "eur", "paid": True, "note": None, "email": "ann@example.com",
@@ -176,3 +176,44 @@ def test_a_stored_filter_is_compiled_once_per_process() -> None:
     text = '{"data":{"amount":{"$gt":1}}}'
     assert compiled(text) is compiled(text)
     assert compiled(None) is None
+
+
+#: Filters of every kind, and events that meet some of them, for the index's tests.
+INDEXED = {
+    "paid": {"data": {"status": "paid"}},
+    "vip": {"data": {"tags": "vip"}},
+    "one": {"data": {"n": 1}},
+    "true": {"data": {"n": True}},
+    "eq-null": {"data": {"n": {"$eq": None}}},
+    "item": {"data": {"items": {"sku": "A"}}},
+    "and": {"$and": [{"type": "t"}, {"data": {"status": "paid"}}]},
+    "or": {"$or": [{"data": {"status": "paid"}}, {"data": {"status": "new"}}]},
+    "not": {"$not": {"data": {"status": "paid"}}},
+    "range": {"data": {"amount": {"$gt": 10}}},
+}
+INDEX_EVENTS = [
+    event_view("e", "t", "2026", payload) for payload in (
+        {"status": "paid", "tags": ["vip", "x"], "n": 1.0, "items": [{"sku": "A"}], "amount": 11},
+        {"status": "new", "tags": "vip", "n": True, "items": {"sku": "A"}},
+        {"status": ["paid"], "n": None, "amount": 5},
+        {},
+    )
+]
+
+
+@pytest.mark.parametrize("event", INDEX_EVENTS)
+def test_the_index_keeps_every_filter_that_matches_as_a_candidate(event: dict[str, Any]) -> None:
+    filters = {name: compile_filter(spec) for name, spec in INDEXED.items()}
+    index = FilterIndex((name, f) for name, f in filters.items() if f is not None)
+    matching = {name for name, f in filters.items() if f is not None and f.matches(event)}
+    assert matching <= index.candidates(event)
+
+
+def test_the_index_leaves_out_filters_whose_equality_the_event_does_not_meet() -> None:
+    filters = {f"customer-{i}": compile_filter({"data": {"customer": f"cus_{i}", "amount": {"$gt": 0}}})
+               for i in range(100)}
+    index = FilterIndex((name, f) for name, f in filters.items() if f is not None)
+    assert index.candidates(event_view("e", "t", "x", {"customer": "cus_7", "amount": 5})) == {"customer-7"}
+    assert index.candidates(event_view("e", "t", "x", {"customer": "nobody"})) == set()
+    # No equality to index on: always a candidate.
+    assert FilterIndex([("r", compile_filter({"data": {"a": {"$gt": 1}}}))]).candidates({}) == {"r"}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
-from webhooks.catalog.filters import Filter, compiled, event_view
+from webhooks.catalog.filters import Filter, FilterIndex, compiled, event_view
 from webhooks.event_types import wants
 from webhooks.storage.ids import new_ids
 from webhooks.storage.ingest_sql import (
@@ -89,16 +89,6 @@ def routes_of(rows: Iterable[Sequence[Any]]) -> list[Route]:
     return [(row[0], json.loads(row[1]), row[2], row[3], compiled(row[4])) for row in rows]
 
 
-def _receives(route: Route, item: NewEvent, view: Callable[[], dict[str, Any]]) -> bool:
-    """Does this endpoint get a delivery of ``item``? Its subscription, then its filter (no match, no row)."""
-    endpoint_id, event_types, _, _, endpoint_filter = route
-    if item.test_endpoint is not None:
-        return endpoint_id == item.test_endpoint
-    if not wants(event_types, item.event_type):
-        return False
-    return endpoint_filter is None or endpoint_filter.matches(view())
-
-
 @dataclass
 class Plan:
     """What a batch writes: its events, their keys and their deliveries, as rows."""
@@ -154,35 +144,45 @@ class Plan:
                 for event, deliveries in zip(self.events, self.deliveries)]
 
 
-def _viewer(event_id: str, item: NewEvent, time: str) -> Callable[[], dict[str, Any]]:
-    """What filters match ``item`` against, built once, and only if a filter asks for it."""
-    built: list[dict[str, Any]] = []
+class _Filtering:
+    """The filters of a batch's routes against one event at a time: the index's candidates, then each
+    candidate's own filter, with the event's view built once, and only when some filter needs it."""
 
-    def view() -> dict[str, Any]:
-        if not built:
-            built.append(event_view(event_id, item.event_type, time, item.payload))
-        return built[0]
-    return view
+    def __init__(self, routes: list[Route]) -> None:
+        self.index = FilterIndex((route[0], route[4]) for route in routes if route[4] is not None)
+        self.view: dict[str, Any] | None = None
+        self.candidates: set[str] | None = None
+
+    def start(self, view: dict[str, Any]) -> None:
+        self.view, self.candidates = view, None
+
+    def passes(self, endpoint_id: str, endpoint_filter: Filter) -> bool:
+        if self.candidates is None:
+            self.candidates = self.index.candidates(self.view)  # type: ignore[arg-type]
+        return endpoint_id in self.candidates and endpoint_filter.matches(self.view)  # type: ignore[arg-type]
 
 
 def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], now: datetime,
-          routes: list[Route], exclude_endpoint: str | None) -> Plan:
+              routes: list[Route], exclude_endpoint: str | None) -> Plan:
     plan = Plan([], [], [])
     event_ids = new_ids("evt", len(items))
-    delivery_ids = iter(new_ids("dlv", len(items) * len(routes)))
     time = isoformat(now)
+    filtering = _Filtering(routes) if any(route[4] is not None for route in routes) else None
+    receivers: list[list[Route]] = []
     for item, digest, event_id in zip(items, digests, event_ids):
         plan.events.append({"id": event_id, "tenant": tenant_id, "seq": None,
                             "event_type": item.event_type, "payload": EncodedPayload(item.payload), "created_at": now,
                             "test": item.test_endpoint is not None})
         if item.key is not None:
             plan.keys.append([tenant_id, item.key, event_id, digest, now])
+        if filtering is not None:
+            filtering.start(event_view(event_id, item.event_type, time, item.payload))
+        receivers.append([route for route in routes if _receives(route, item, exclude_endpoint, filtering)])
+    # Ids for the deliveries made, not for every endpoint of every event (a filter that matches nothing costs none).
+    delivery_ids = iter(new_ids("dlv", sum(len(group) for group in receivers)))
+    for event_id, group in zip(event_ids, receivers):
         deliveries = []
-        view = _viewer(event_id, item, time)
-        for route in routes:
-            endpoint_id, _, disabled, health, _ = route
-            if endpoint_id == exclude_endpoint or not _receives(route, item, view):
-                continue
+        for endpoint_id, _, disabled, health, _ in group:
             parked = parks_as(disabled, health)
             deliveries.append({
                 "id": next(delivery_ids), "tenant": tenant_id, "event": event_id, "endpoint": endpoint_id,
@@ -193,3 +193,12 @@ def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str |
         plan.deliveries.append(deliveries)
     return plan
 
+
+def _receives(route: Route, item: NewEvent, exclude_endpoint: str | None, filtering: _Filtering | None) -> bool:
+    """Does this endpoint get a delivery of ``item``? Its subscription, then its filter (no match, no row)."""
+    endpoint_id, event_types, _, _, endpoint_filter = route
+    if item.test_endpoint is not None:  # a test event: that endpoint alone, whatever it wants
+        return endpoint_id == item.test_endpoint
+    if endpoint_id == exclude_endpoint or not wants(event_types, item.event_type):
+        return False
+    return endpoint_filter is None or filtering.passes(endpoint_id, endpoint_filter)  # type: ignore[union-attr]
