@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask.testing import FlaskClient
 
+from tests.api_helpers import create_endpoint
 from tests.catalog.conftest import ORDER_SCHEMA, order_type
 from tests.console_helpers import log_in
 from webhooks.catalog import store
@@ -42,3 +43,10 @@ def test_the_console_lists_the_catalog_with_fields_and_examples(client: FlaskCli
     assert "order.old" not in page
     archived = client.get("/console/event-types?include_archived=true&group=orders").get_data(as_text=True)
     assert "order.old" in archived and "endpoint.offline" not in archived
+
+
+def test_the_console_shows_an_endpoints_filter(client: FlaskClient, headers: dict[str, str]) -> None:
+    endpoint = create_endpoint(client, headers, filter={"data": {"currency": "eur"}})
+    log_in(client, "viewer")
+    page = client.get(f"/console/endpoints/{endpoint['id']}").get_data(as_text=True)
+    assert "only events matching its filter" in page and "&#34;currency&#34;: &#34;eur&#34;" in page
