@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from webhooks.catalog.filter_code import function_of
 from webhooks.catalog.filters import FilterError, FilterIndex, compile_filter, compiled, event_view
 
 EVENT = event_view("evt_1", "order.paid", "2026-11-26T12:00:00.000Z", {
@@ -217,3 +218,14 @@ def test_the_index_leaves_out_filters_whose_equality_the_event_does_not_meet() -
     assert index.candidates(event_view("e", "t", "x", {"customer": "nobody"})) == set()
     # No equality to index on: always a candidate.
     assert FilterIndex([("r", compile_filter({"data": {"a": {"$gt": 1}}}))]).candidates({}) == {"r"}
+
+
+def test_fan_out_runs_each_filter_as_one_compiled_function_and_a_filter_too_deep_for_it_keeps_the_tree() -> None:
+    shallow = compile_filter({"data": {"amount": {"$gt": 100}}})
+    assert shallow is not None and shallow.matches is not shallow.root.matches
+    spec: dict[str, Any] = {"type": "order.paid"}
+    for _ in range(250):  # 250 nested $not: deeper than Python's parser goes
+        spec = {"$not": spec}
+    deep = compile_filter(spec)
+    assert deep is not None and deep.matches(EVENT) is True and deep.explain(EVENT) is None
+    assert function_of(deep.root) is None
