@@ -43,9 +43,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     init_web(app)
     site_files.init_app(app)
 
-    from webhooks import cli, console, listen
+    from webhooks import cli, console, listen, portal
 
     cli.init_app(app)
     console.init_app(app)
+    portal.init_app(app)
     listen.init_app(app)
     return app

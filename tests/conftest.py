@@ -28,6 +28,7 @@ from webhooks.cli import create_tenant, migrate
 from webhooks.config import Settings
 from webhooks.console.models import CONSOLE_MODELS
 from webhooks.pages.models import PAGE_MODELS
+from webhooks.portal.models import PORTAL_MODELS
 from webhooks.storage.models import ALL_MODELS
 from webhooks.messaging.topology import Topology
 from webhooks.delivery.engine import Engine
@@ -112,7 +113,7 @@ def database_url(tmp_path: Any, postgres_database: str | None) -> Iterator[str]:
         db.database.close() if not db.database.is_closed() else None
         return
     db.init_database(postgres_database)
-    tables = ", ".join(f'"{model._meta.table_name}"' for model in (*ALL_MODELS, *CONSOLE_MODELS, *PAGE_MODELS))
+    tables = ", ".join(f'"{model._meta.table_name}"' for model in (*ALL_MODELS, *CONSOLE_MODELS, *PAGE_MODELS, *PORTAL_MODELS))
     with db.database.connection_context():
         db.database.execute_sql(f"TRUNCATE {tables} CASCADE")
     yield postgres_database

@@ -22,6 +22,7 @@ ORDER = {
     "pages": 8,  # the page kit the console and the portal share
     "api": 9,
     "console": 9,
+    "portal": 9,  # the customer portal: on the page kit, beside the console (whose audit log it writes)
     "top": 10,  # the entry points: app, web, worker, clock, cli, listen
 }
 HELPERS = {"durations", "logs", "event_types", "tenant_share", "secrecy"}

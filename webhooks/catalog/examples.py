@@ -9,8 +9,8 @@ from typing import Any
 from webhooks.catalog import store
 from webhooks.catalog.filters import compile_filter, event_view
 from webhooks.event_types import wants
-from webhooks.ingest.accept import accept_events
-from webhooks.ingest.plan import Accepted, NewEvent
+from webhooks.ingest.accept import accept_test_event
+from webhooks.ingest.plan import Accepted
 from webhooks.storage.models import Endpoint, Tenant
 from webhooks.storage.timeutil import isoformat, utcnow
 
@@ -54,5 +54,4 @@ def example_of(event_type: str, index: int = 0) -> dict[str, Any]:
 
 def send_example(tenant: Tenant, endpoint: Endpoint, event_type: str, index: int = 0) -> Accepted:
     """Send the example to ``endpoint`` alone, as a test event (in a request: published after the answer)."""
-    payload = example_of(event_type, index)
-    return accept_events(tenant, [NewEvent(event_type, payload, test_endpoint=endpoint.id)])[0]
+    return accept_test_event(tenant, endpoint.id, event_type, example_of(event_type, index))

@@ -42,6 +42,8 @@ def requester_label(kind: str, name: str, key_name: str | None = None) -> str:
         return f"tenant API key “{key_name}” ({name})" if key_name else f"tenant API key {name}"
     if kind == "cli":
         return f"command line ({name})"
+    if kind == "portal":
+        return actor_label(name)
     return f"{name} (staff)"
 
 
@@ -90,8 +92,12 @@ def cause_detail(error: str | None, response_status: int | None) -> str | None:
 
 
 def actor_label(actor: str) -> str:
-    """Who did something, for people: ``root on the command line``, or the staff member's email."""
+    """Who did something, for people: ``root on the command line``, ``portal session 1a2b… of tenant
+    ten_…``, or the staff member's email."""
     kind, _, name = actor.partition(":")
+    if kind == "portal" and ":" in name:
+        tenant, _, session = name.partition(":")
+        return f"portal session {session} of tenant {tenant}"
     return f"{name} on the command line" if kind == "cli" and name else actor
 
 

@@ -329,6 +329,13 @@ def accept_events(
     return accepted
 
 
+def accept_test_event(tenant: Tenant, endpoint_id: str, event_type: str, payload: dict[str, Any]) -> Accepted:
+    """A test event (``"test": true``) for one endpoint only, whatever it subscribes to or filters on (the
+    portal's "send a test event", ``send-example``), then published like any other: the same event row,
+    seq, delivery, ladder and attempts, no other endpoint involved; left out of the feed unless asked."""
+    return accept_events(tenant, [NewEvent(event_type, payload, test_endpoint=endpoint_id)])[0]
+
+
 def accept_event(
     tenant: Tenant,
     event_type: str,
