@@ -22,7 +22,7 @@ def event_types() -> str:
     group = request.args.get("group", "").strip()
     cursor = request.args.get("cursor", "")
     include_archived = request.args.get("include_archived") == "true"
-    page = store.page(limit=PAGE_SIZE, after=cursor if _NAME.match(cursor) else None,
-                      group=group if _NAME.match(group) else None, include_archived=include_archived)
+    page = store.page(limit=PAGE_SIZE, after=cursor if _NAME.fullmatch(cursor) else None,
+                      group=group if _NAME.fullmatch(group) else None, include_archived=include_archived)
     return render_template("console/event_types.html", page=page, groups=store.groups(), group=group,
                            include_archived=include_archived)
