@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+import httpx
 from flask.testing import FlaskClient
 from standardwebhooks import Webhook
 
@@ -13,6 +14,7 @@ from tests.api_helpers import create_endpoint
 from tests.catalog.conftest import ORDER, order_type
 from tests.receivers import Receiver
 from webhooks.config import Settings
+from webhooks.listen import Feed
 from webhooks.storage.models import Delivery
 
 
@@ -69,3 +71,9 @@ def test_a_type_without_such_an_example_is_a_404(client: FlaskClient, writer: di
     assert unknown.status_code == 404 and "not in the catalog" in unknown.json["message"]
     assert client.post(url, json={"event_type": "endpoint.offline", "example": 3},
                        headers=headers).status_code == 404
+
+
+def test_flask_listen_asks_for_test_events_only_when_told() -> None:
+    with httpx.Client() as client:
+        assert "include_test" not in Feed(client, 10).params
+        assert Feed(client, 10, include_test=True).params["include_test"] == "true"
