@@ -195,6 +195,10 @@ class FilterIndex:
                 path, value = found
                 self._paths.setdefault(path, {}).setdefault(value, set()).add(key)
 
+    def __bool__(self) -> bool:
+        """Does it hold any filter?"""
+        return bool(self._paths or self._always)
+
     def candidates(self, event: Mapping[str, Any]) -> set[str]:
         """The keys whose filters may match ``event`` (a superset of those that do)."""
         out = set(self._always)

@@ -144,40 +144,20 @@ class Plan:
                 for event, deliveries in zip(self.events, self.deliveries)]
 
 
-class _Filtering:
-    """The filters of a batch's routes against one event at a time: the index's candidates, then each
-    candidate's own filter, with the event's view built once, and only when some filter needs it."""
-
-    def __init__(self, routes: list[Route]) -> None:
-        self.index = FilterIndex((route[0], route[4]) for route in routes if route[4] is not None)
-        self.view: dict[str, Any] | None = None
-        self.candidates: set[str] | None = None
-
-    def start(self, view: dict[str, Any]) -> None:
-        self.view, self.candidates = view, None
-
-    def passes(self, endpoint_id: str, endpoint_filter: Filter) -> bool:
-        if self.candidates is None:
-            self.candidates = self.index.candidates(self.view)  # type: ignore[arg-type]
-        return endpoint_id in self.candidates and endpoint_filter.matches(self.view)  # type: ignore[arg-type]
-
-
 def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], now: datetime,
               routes: list[Route], exclude_endpoint: str | None) -> Plan:
     plan = Plan([], [], [])
     event_ids = new_ids("evt", len(items))
     time = isoformat(now)
-    filtering = _Filtering(routes) if any(route[4] is not None for route in routes) else None
     receivers: list[list[Route]] = []
+    index = FilterIndex((route[0], route[4]) for route in routes if route[4] is not None)
     for item, digest, event_id in zip(items, digests, event_ids):
         plan.events.append({"id": event_id, "tenant": tenant_id, "seq": None,
                             "event_type": item.event_type, "payload": EncodedPayload(item.payload), "created_at": now,
                             "test": item.test_endpoint is not None})
         if item.key is not None:
             plan.keys.append([tenant_id, item.key, event_id, digest, now])
-        if filtering is not None:
-            filtering.start(event_view(event_id, item.event_type, time, item.payload))
-        receivers.append([route for route in routes if _receives(route, item, exclude_endpoint, filtering)])
+        receivers.append(_receivers(routes, item, event_id, time, index, exclude_endpoint))
     # Ids for the deliveries made, not for every endpoint of every event (a filter that matches nothing costs none).
     delivery_ids = iter(new_ids("dlv", sum(len(group) for group in receivers)))
     for event_id, group in zip(event_ids, receivers):
@@ -194,11 +174,16 @@ def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str |
     return plan
 
 
-def _receives(route: Route, item: NewEvent, exclude_endpoint: str | None, filtering: _Filtering | None) -> bool:
-    """Does this endpoint get a delivery of ``item``? Its subscription, then its filter (no match, no row)."""
-    endpoint_id, event_types, _, _, endpoint_filter = route
-    if item.test_endpoint is not None:  # a test event: that endpoint alone, whatever it wants
-        return endpoint_id == item.test_endpoint
-    if endpoint_id == exclude_endpoint or not wants(event_types, item.event_type):
-        return False
-    return endpoint_filter is None or filtering.passes(endpoint_id, endpoint_filter)  # type: ignore[union-attr]
+def _receivers(routes: list[Route], item: NewEvent, event_id: str, time: str, index: FilterIndex,
+               exclude_endpoint: str | None) -> list[Route]:
+    """The endpoints that get a delivery of ``item``: those subscribed to its type whose filter, if any, it
+    matches (no match, no delivery row); a test event's one endpoint, whatever it subscribes to or filters on."""
+    if item.test_endpoint is not None:
+        return [route for route in routes if route[0] == item.test_endpoint]
+    event_type = item.event_type
+    subscribed = [route for route in routes if route[0] != exclude_endpoint and wants(route[1], event_type)]
+    if not index:
+        return subscribed
+    view = event_view(event_id, event_type, time, item.payload)
+    candidates = index.candidates(view)  # only filters whose equality the event meets are run
+    return [route for route in subscribed if route[4] is None or route[0] in candidates and route[4].matches(view)]
