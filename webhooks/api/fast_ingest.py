@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable
 from flask import Flask, request
 
 from webhooks.api.costs import record_deliveries
+from webhooks.catalog.registry import EventsRejected
 from webhooks.ingest import accept as ingest, auth_keys
 from webhooks.api.events import (
     EVENT_CREATE,
@@ -48,7 +49,7 @@ FAILED = "webhooks.fast_ingest.error"
 
 #: Errors raised before anything was written: the view, run next, meets them again.
 NOTHING_WRITTEN = (ingest.RateLimited, ingest.IdempotencyConflict, ingest.BatchOverRateLimit,
-                   ingest.ReservedEventType, ingest.UnknownTenant)
+                   ingest.ReservedEventType, ingest.UnknownTenant, EventsRejected)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
