@@ -124,3 +124,11 @@ class UtcDateTime(fields.DateTime):
             return to_naive_utc(super()._deserialize(value, attr, data, **kwargs))
         except OverflowError:  # e.g. 0001-01-01T00:00+01:00 is before year 1 in UTC
             raise ValidationError("is out of range once converted to UTC") from None
+
+
+def metadata_field(**kwargs: Any) -> fields.Dict:
+    """Free-form string metadata (an endpoint's, a tenant's): at most ``MAX_METADATA_KEYS`` keys,
+    each value at most 1000 characters. Keys are any strings (OpenAPI 3.0 cannot state a bound on
+    keys; the body size bounds them)."""
+    return fields.Dict(keys=fields.String(), values=fields.String(validate=validate.Length(max=1000)),
+                       validate=validate.Length(max=MAX_METADATA_KEYS), **kwargs)
