@@ -139,7 +139,7 @@ class Endpoints(MethodView):
                 **data,
             )
         with_parked_stats([endpoint])
-        return endpoint, {"Location": url_for("endpoints.Endpoint", endpoint_id=endpoint.id)}
+        return endpoint, {"Location": url_for(".Endpoint", endpoint_id=endpoint.id)}
 
 
 @blp.route("/<endpoint_id>", endpoint="Endpoint")

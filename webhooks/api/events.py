@@ -116,7 +116,7 @@ class Events(MethodView):
             abort(409, message=str(error))
         except ingest.BatchOverRateLimit as error:
             abort(422, message=str(error))
-        response_headers = {"Location": url_for("events.Event", event_id=accepted.event.id)}
+        response_headers = {"Location": url_for(".Event", event_id=accepted.event.id)}
         if accepted.replayed:
             response_headers[REPLAYED_HEADER] = "true"
         return jsonify(accepted_body(accepted.event, accepted.deliveries)), 202, response_headers
