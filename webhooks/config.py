@@ -67,7 +67,7 @@ def _whole_number(name: str, text: str, rule: str) -> int:
 class Settings:
     """Every knob the processes read; names match the environment variables."""
 
-    database_url: str = "sqlite:///webhooks.storage.db"
+    database_url: str = "sqlite:///webhooks.db"
     amqp_url: str = "amqp://guest:guest@localhost:5672/%2F"
     queue_prefix: str = "webhooks"
     ladder: Ladder = field(default_factory=lambda: Ladder.parse(DEFAULT_LADDER))
@@ -119,8 +119,19 @@ class Settings:
     #: Peers whose ``X-Forwarded-For``/``-Proto`` are believed (``webhooks.pages.proxy``); the
     #: variable gunicorn reads for the same purpose, with gunicorn's default. ``*``: any peer.
     forwarded_allow_ips: str = "127.0.0.1,::1"
+    #: Seconds a portal session lasts from the moment its access link is opened (``webhooks.portal``).
+    portal_session_ttl: float = 12 * 3600.0
+    #: Space-separated origins that may show the portal in a frame; empty: none may.
+    portal_frame_ancestors: str = ""
+    #: The portal's product name, logo (https:// or a path here) and accent colour, on every page
+    #: (checked by ``webhooks.portal.site`` when the web process starts).
+    portal_brand_name: str = "Webhooks"
+    portal_logo_url: str | None = None
+    portal_accent: str = "#2b5fb3"
 
     def __post_init__(self) -> None:
+        if self.portal_session_ttl <= 0:
+            raise ValueError(f"PORTAL_SESSION_TTL must be a duration above zero (got {self.portal_session_ttl:g}s)")
         broker_parameters(self.amqp_url, self.publish_timeout)  # a bad AMQP_URL stops every process at start
         if self.retention_days < 1:
             raise ValueError(f"RETENTION_DAYS must be {RETENTION_DAYS_RULE} (got {self.retention_days})")
@@ -188,6 +199,11 @@ class Settings:
             relay_grace=float(env.get("RELAY_GRACE", cls.relay_grace)),
             public_url=env.get("PUBLIC_URL", cls.public_url),
             forwarded_allow_ips=env.get("FORWARDED_ALLOW_IPS", cls.forwarded_allow_ips),
+            portal_session_ttl=parse_seconds(env.get("PORTAL_SESSION_TTL", "12h")),
+            portal_frame_ancestors=env.get("PORTAL_FRAME_ANCESTORS", cls.portal_frame_ancestors),
+            portal_brand_name=env.get("PORTAL_BRAND_NAME", cls.portal_brand_name),
+            portal_logo_url=env.get("PORTAL_LOGO_URL") or None,
+            portal_accent=env.get("PORTAL_ACCENT", cls.portal_accent),
         )
         if isinstance(overrides.get("ladder"), str):
             overrides["ladder"] = Ladder.parse(overrides["ladder"])
