@@ -1,9 +1,10 @@
-"""What ``/v1/tenants`` takes and shows: a tenant's name, its ``uid`` and its metadata."""
+"""What ``/v1/tenants`` takes and shows: a tenant's name, its ``uid`` and its metadata; portal access."""
 
 from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
+from webhooks.portal import access, capabilities as caps
 from webhooks.api.fields import (
     DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, STORABLE, UtcDateTime, cursor_field, metadata_field,
 )
@@ -50,3 +51,27 @@ class TenantPageSchema(Schema):
     data = fields.List(fields.Nested(TenantSchema), metadata={"description": "Oldest first."})
     next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
     has_more = fields.Boolean()
+
+
+class PortalAccessSchema(Schema):
+    capabilities = fields.List(
+        fields.String(validate=validate.OneOf(caps.ALL, error="unknown capability {input!r}: the capabilities are "
+                                                              + ", ".join(caps.ALL))),
+        metadata={"description": "What the session may do: " + "; ".join(f"`{n}`: {m}" for n, m in caps.MEANING.items())
+                                 + ". `view` is always given; absent means every capability."},
+    )
+    expires_in = fields.Integer(
+        strict=True, validate=validate.Range(access.MIN_EXPIRES_IN, access.MAX_EXPIRES_IN),
+        metadata={"description": f"Seconds the link may be opened in (once); {access.DEFAULT_EXPIRES_IN} by default."},
+    )
+
+
+class PortalLinkSchema(Schema):
+    url = fields.String(metadata={"description": "The one-time link: opening it starts a portal session for the "
+                                                 "tenant and goes to the portal. Hand it to your customer's browser."})
+    expires_at = UtcDateTime(metadata={"description": "Opened after this, the link shows that it expired."})
+    capabilities = fields.List(fields.String(), metadata={"description": "What the session may do."})
+
+
+class PortalSessionsEndedSchema(Schema):
+    ended = fields.Integer(metadata={"description": "Portal sessions of the tenant ended now."})

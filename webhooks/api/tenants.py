@@ -1,4 +1,5 @@
-"""/v1/tenants (platform key): create, list and search, read, change and delete the platform's tenants.
+"""/v1/tenants (platform key): create, list and search, read, change and delete the platform's tenants,
+and open their portal (one-time access links, ending every session: ``webhooks.portal.access``).
 
 Acting for one tenant (its events, endpoints, keys …) is the tenant routes under
 ``/v1/tenants/<id or uid>/…`` (``webhooks.api.register_blueprints``); this module is the
@@ -19,8 +20,10 @@ from webhooks.api.auth import require_platform, tenant_for_platform
 from webhooks.api.common import cursor_page
 from webhooks.api.parsing import Blueprint
 from webhooks.api.tenant_schemas import (
-    TenantCreateSchema, TenantListArgsSchema, TenantPageSchema, TenantSchema, TenantUpdateSchema,
+    PortalAccessSchema, PortalLinkSchema, PortalSessionsEndedSchema, TenantCreateSchema, TenantListArgsSchema,
+    TenantPageSchema, TenantSchema, TenantUpdateSchema,
 )
+from webhooks.portal import access
 from webhooks.storage.models import Tenant
 
 blp = Blueprint("tenants", __name__, url_prefix="/v1/tenants",
@@ -85,3 +88,26 @@ class TenantItem(MethodView):
         events, its endpoints are deleted and its unfinished deliveries cancelled (an attempt already under way
         ends and is recorded); its name and uid are free again. Its data is purged an hour later."""
         tenants.delete_tenant(tenant_for_platform(g.tenant_ref))
+
+
+@blp.route("/<tenant_ref>/portal-access")
+class PortalAccess(MethodView):
+    @blp.arguments(PortalAccessSchema, required=False)
+    @blp.response(201, PortalLinkSchema)
+    def post(self, data: dict[str, Any]) -> access.AccessLink:
+        """A one-time link to the tenant's portal: it opens once, before `expires_at`, and starts a session
+        (`PORTAL_SESSION_TTL`, 12 h by default) with these capabilities. The tenant's API key never reaches
+        the browser."""
+        tenant = tenant_for_platform(g.tenant_ref)
+        try:
+            return access.create_link(tenant, data.get("capabilities"), data.get("expires_in"))
+        except access.AccessError as error:
+            abort(422, errors={"json": {error.field: [str(error)]}})
+
+
+@blp.route("/<tenant_ref>/portal-sessions")
+class PortalSessions(MethodView):
+    @blp.response(200, PortalSessionsEndedSchema)
+    def delete(self) -> dict[str, int]:
+        """End every portal session of the tenant at once, and void its links not opened yet."""
+        return {"ended": access.end_sessions(tenant_for_platform(g.tenant_ref))}
