@@ -32,7 +32,7 @@ SUFFIX = "_for_tenant"
 #: The ``tenant_ref`` path parameter, as documented.
 TENANT_REF_PARAMETER = {
     "in": "path", "name": TENANT_REF, "required": True,
-    "description": "The tenant acted for: its id (`ten_…`) or its uid.",
+    "description": "The tenant: its id (`ten_…`) or its uid.",
     "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_.:-]{1,64}$"},
 }
 

@@ -19,6 +19,7 @@ from webhooks import tenants
 from webhooks.api.auth import require_platform, tenant_for_platform
 from webhooks.api.common import cursor_page
 from webhooks.api.parsing import Blueprint
+from webhooks.api.platform_routes import TENANT_REF_PARAMETER
 from webhooks.api.tenant_schemas import (
     PortalAccessSchema, PortalLinkSchema, PortalSessionsEndedSchema, TenantCreateSchema, TenantListArgsSchema,
     TenantPageSchema, TenantSchema, TenantUpdateSchema,
@@ -65,7 +66,7 @@ class Tenants(MethodView):
         return tenant, {"Location": url_for("tenants.TenantItem", tenant_ref=tenant.id)}
 
 
-@blp.route("/<tenant_ref>")
+@blp.route("/<tenant_ref>", parameters=[TENANT_REF_PARAMETER])
 class TenantItem(MethodView):
     @blp.response(200, TenantSchema)
     def get(self) -> Tenant:
@@ -90,7 +91,7 @@ class TenantItem(MethodView):
         tenants.delete_tenant(tenant_for_platform(g.tenant_ref))
 
 
-@blp.route("/<tenant_ref>/portal-access")
+@blp.route("/<tenant_ref>/portal-access", parameters=[TENANT_REF_PARAMETER])
 class PortalAccess(MethodView):
     @blp.arguments(PortalAccessSchema, required=False)
     @blp.response(201, PortalLinkSchema)
@@ -105,7 +106,7 @@ class PortalAccess(MethodView):
             abort(422, errors={"json": {error.field: [str(error)]}})
 
 
-@blp.route("/<tenant_ref>/portal-sessions")
+@blp.route("/<tenant_ref>/portal-sessions", parameters=[TENANT_REF_PARAMETER])
 class PortalSessions(MethodView):
     @blp.response(200, PortalSessionsEndedSchema)
     def delete(self) -> dict[str, int]:
