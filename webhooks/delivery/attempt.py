@@ -103,7 +103,8 @@ class Attempts:
             message.event_id, message.event_type, message.event_created_at, message.payload, secrets, int(time.time())
         )
         assert held.slot is not None
-        held.slot.goes_out(self.rt.loop.time())
+        sent_at = self.rt.loop.time()
+        held.slot.goes_out(sent_at)
         result = await self.rt.sender.post(endpoint.url, request.headers, request.body)
         self.release(held.slot, signal_of(result.status_code, result.error_class))
 
