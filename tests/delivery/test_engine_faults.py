@@ -34,9 +34,9 @@ def test_a_worker_whose_broker_connection_is_cut_reconnects_and_every_delivery_a
         events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(30)]
         engine = start_worker(settings)
         receiver.wait_for(3, timeout=10)
-        session = engine.rt.session
+        session = engine.rt.broker.session
         close_broker_connection(getattr(session, which)._transport._sock.getsockname()[1])
-        wait_until(lambda: engine.rt.session is not session and engine.consuming.is_set(), timeout=20)
+        wait_until(lambda: engine.rt.broker.session is not session and engine.consuming.is_set(), timeout=20)
         wait_until(lambda: Delivery.select().where(Delivery.status == "delivered").count() == 30, timeout=30)
     assert {row.attempts for row in Delivery.select()} == {1}, "calls in flight at the cut were recorded, not repeated"
     assert {r.headers["webhook-id"] for r in receiver.requests} == set(events)
@@ -45,7 +45,7 @@ def test_a_worker_whose_broker_connection_is_cut_reconnects_and_every_delivery_a
 def test_a_worker_publishes_on_a_connection_of_its_own_so_flow_control_never_holds_up_its_acks(
     settings: Any, start_worker: Any
 ) -> None:
-    session = start_worker(settings).rt.session
+    session = start_worker(settings).rt.broker.session
     assert all(channel.connection is session.connection for channel in session.consumers)
     assert session.publisher.connection is session.publishing and session.connection is not session.publishing
 
@@ -60,7 +60,7 @@ def test_a_worker_spreads_its_prefetch_over_channels_and_still_counts_as_one_wor
         engine = start_worker(settings)
         receiver.wait_for(30, timeout=20)
         wait_until(lambda: Delivery.select().where(Delivery.status == "delivered").count() == 30, timeout=20)
-        session = engine.rt.session
+        session = engine.rt.broker.session
         assert [channel.is_open for channel in session.consumers] == [True] * 3, "every ack went to its own channel"
         assert asyncio.run_coroutine_threadsafe(session.workers(settings.topology.primary), session.loop).result(10) == 1
     assert sorted(r.headers["webhook-id"] for r in receiver.requests) == sorted(events)

@@ -148,7 +148,7 @@ def test_a_message_whose_onward_publish_fails_returns_to_the_queue(make_settings
     body, headers = message.encode()
     settings = make_settings(queue_prefix=f"{SESSION_PREFIX}_unroutable")  # its own queues: some are deleted below
     worker = start_worker(settings)
-    worker.rt.requeue_pause = 0.05
+    worker.rt.broker.requeue_pause = 0.05
     connection, channel = amqp_channel()
     try:
         for queue in settings.topology.wait_queues():
