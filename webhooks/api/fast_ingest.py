@@ -52,7 +52,7 @@ NOTHING_WRITTEN = (ingest.RateLimited, ingest.IdempotencyConflict, ingest.BatchO
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-class Declined(Exception):
+class _Declined(Exception):
     """Not a request the shortcut answers: the Flask app does."""
 
 
@@ -73,7 +73,7 @@ class FastIngest:
             with self.app.app_context():
                 response = self._accept(environ, tenant, body, path == BATCH)
                 return response(environ, start_response)
-        except Declined:
+        except _Declined:
             pass
         except NOTHING_WRITTEN:
             pass
@@ -87,13 +87,13 @@ class FastIngest:
         try:
             document = loads_strict(body)
         except ValueError:
-            raise Declined() from None
+            raise _Declined() from None
         data = fast_load_body(EVENT_CREATE_MANY if batch else EVENT_CREATE, document)
         if data is None:
-            raise Declined()
+            raise _Declined()
         if batch:
             if not 1 <= len(data) <= MAX_BATCH or "HTTP_IDEMPOTENCY_KEY" in environ:
-                raise Declined()
+                raise _Declined()
             items = [NewEvent(item["event_type"], item["payload"], item.get("idempotency_key")) for item in data]
             accepted = ingest.accept_events(tenant, items)
             record_deliveries(environ, accepted)
@@ -113,16 +113,16 @@ class FastIngest:
 def _body(environ: dict[str, Any], limit: int | None) -> bytes:
     """The request body, when it is JSON with a length within the limit."""
     if environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower() != "application/json":
-        raise Declined()
+        raise _Declined()
     try:
         length = int(environ.get("CONTENT_LENGTH") or "")
     except ValueError:
-        raise Declined() from None
+        raise _Declined() from None
     if length < 0 or limit is not None and length > limit:
-        raise Declined()
+        raise _Declined()
     body = environ["wsgi.input"].read(length)
     if len(body) != length:
-        raise Declined()
+        raise _Declined()
     return body
 
 
@@ -130,7 +130,7 @@ def _tenant(environ: dict[str, Any]) -> Any:
     scheme, _, key = environ.get("HTTP_AUTHORIZATION", "").strip().partition(" ")
     tenant = auth_keys.authenticate(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
     if tenant is None:
-        raise Declined()
+        raise _Declined()
     return tenant
 
 
@@ -140,7 +140,7 @@ def _header_key(environ: dict[str, Any], field: str | None) -> str | None:
         return field
     headers = fast_load_headers(IDEMPOTENCY_HEADER, {"Idempotency-Key": raw})
     if headers is None or field is not None and field != headers["idempotency_key"]:
-        raise Declined()
+        raise _Declined()
     return headers["idempotency_key"]
 
 

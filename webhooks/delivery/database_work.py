@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import peewee
 
+from webhooks import errors
 from webhooks.delivery import backlog
 from webhooks.delivery.batcher import Batcher, database_work
 from webhooks.delivery.claims import Claim
@@ -33,7 +34,7 @@ R = TypeVar("R")
 DATABASE_WARNING_EVERY_SECONDS = 1.0
 
 
-class Stopping(Exception):
+class Stopping(errors.Stopping):
     """The worker is stopping while waiting for the database: give the message back."""
 
 

@@ -13,6 +13,8 @@ from typing import TypeAlias
 
 import httpx
 
+from webhooks.errors import WebhooksError
+
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 #: ``resolver(host, port) -> [ip, ...]``; injectable so tests can simulate DNS (and DNS rebinding).
@@ -106,7 +108,7 @@ NAT64_LOCAL_USE = _v6("64:ff9b:1::/48")
 RESOLVES_TO_BLOCKED = "resolves to an address that is not allowed (webhooks go to public addresses only)"
 
 
-class BlockedAddress(Exception):
+class BlockedAddress(WebhooksError):
     """A URL's host is (or resolves to) an address webhooks must not reach.
 
     For a name, the message says that it resolves to an address that is not allowed, never

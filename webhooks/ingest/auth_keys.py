@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping
 
 import peewee
 
+from webhooks.errors import NotFound
 from webhooks.storage.ids import has_prefix, new_id
 from webhooks.storage.models import ApiKey, Tenant
 from webhooks.storage.timeutil import isoformat, utcnow
@@ -59,7 +60,7 @@ LAST_USED_INTERVAL = 60.0
 DEFAULT_KEY_NAME = "default"
 
 
-class KeyNotFound(LookupError):
+class KeyNotFound(NotFound):
     """No live key of that id for this tenant (unknown, another tenant's, revoked or expired)."""
 
 
