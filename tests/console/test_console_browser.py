@@ -18,7 +18,7 @@ from werkzeug.serving import make_server
 from tests.conftest import wait_until
 from tests.console_helpers import PASSWORD, staff
 from tests.receivers import Receiver, always, sequence
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
 from webhooks.storage.models import Delivery, Endpoint
 
 CHROMIUM = "/usr/bin/chromium"
@@ -75,10 +75,10 @@ def test_support_finds_an_event_reads_its_timeline_resends_and_replays_dead_lett
     operator, viewer = staff("operator"), staff("viewer")
     ARTIFACTS.mkdir(exist_ok=True)
     with Receiver(sequence([500, 500, 200])) as flaky, Receiver(always(503)) as down:
-        register(client, auth(tenant), flaky.url + "/hooks/orders", event_types=["order.created"])
+        create_endpoint(client, auth(tenant), flaky.url + "/hooks/orders", event_types=["order.created"])
         # Two endpoints on the failing receiver, so neither reaches OFFLINE_AFTER_FAILURES and parks.
         for kind in ("invoice", "refund"):
-            register(client, auth(tenant), f"{down.url}/hooks/{kind}s", event_types=[f"{kind}.created"])
+            create_endpoint(client, auth(tenant), f"{down.url}/hooks/{kind}s", event_types=[f"{kind}.created"])
         start_worker(settings)
         event = send(client, auth(tenant), "order.created", payload={"order_id": 42, "note": "<b>not bold</b>"})
         dead = [send(client, auth(tenant), f"{kind}.created", payload={"n": 1})["id"] for kind in ("invoice", "refund")]
@@ -141,7 +141,7 @@ def test_the_event_page_lists_who_resent_and_shows_no_next_attempt_once_delivere
     operator = staff("operator")
     settings = make_settings(ladder="30m")  # after the first failure, the next ladder attempt is 30 minutes out
     with Receiver(sequence([500, 200, 200])) as receiver:
-        register(client, auth(tenant), receiver.url + "/hooks/orders")
+        create_endpoint(client, auth(tenant), receiver.url + "/hooks/orders")
         start_worker(settings)
         event = send(client, auth(tenant), payload={"order_id": 42})
         delivery = wait_until(status_of(event["id"], "retrying"), timeout=15)

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import settings_env, wait_until
 from tests.receivers import Receiver, always, sleep_then
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
 from webhooks.delivery.sender import Sender
 from webhooks.storage.models import Delivery
 
@@ -30,7 +30,7 @@ def test_a_worker_whose_broker_connection_is_cut_reconnects_and_every_delivery_a
     which: str, client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
 ) -> None:
     with Receiver(sleep_then(0.3)) as receiver:
-        register(client, auth(tenant), receiver.url)
+        create_endpoint(client, auth(tenant), receiver.url)
         events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(30)]
         engine = start_worker(settings)
         receiver.wait_for(3, timeout=10)
@@ -55,7 +55,7 @@ def test_a_worker_spreads_its_prefetch_over_channels_and_still_counts_as_one_wor
 ) -> None:
     settings = make_settings(worker_prefetch=12_000)  # three channels of 4,000 messages
     with Receiver(always(204)) as receiver:
-        register(client, auth(tenant), receiver.url)
+        create_endpoint(client, auth(tenant), receiver.url)
         events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(30)]
         engine = start_worker(settings)
         receiver.wait_for(30, timeout=20)
@@ -70,7 +70,7 @@ def test_a_worker_spreads_its_prefetch_over_channels_and_still_counts_as_one_wor
 def test_a_worker_rides_out_its_database_connections_being_killed(client: Any, tenant: Any, auth: Any, settings: Any) -> None:
     env = {**settings_env(settings), "PGAPPNAME": "webhooks-worker-under-test"}
     with Receiver(always(204)) as receiver:
-        register(client, auth(tenant), receiver.url)
+        create_endpoint(client, auth(tenant), receiver.url)
         worker = subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=env, stderr=subprocess.DEVNULL)
         try:
             first = send(client, auth(tenant))
@@ -104,7 +104,7 @@ def test_a_sender_that_raises_an_unexpected_error_frees_its_slot_and_the_message
 
     monkeypatch.setattr(Sender, "post", post_failing_once)
     with Receiver(always(204)) as receiver:
-        endpoint = register(client, auth(tenant), receiver.url)
+        endpoint = create_endpoint(client, auth(tenant), receiver.url)
         event = send(client, auth(tenant))
         engine = start_worker(settings)
         # The message goes back to the queue; the claim's lease (as after a crash) holds it until it ends.

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.receivers import Receiver, RecordedRequest, pause
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
 from webhooks import clock
 from webhooks.storage import db
 from webhooks.clock import SessionLock
@@ -59,7 +59,7 @@ class FakeClock:
 
 def park(client: Any, headers: dict[str, str], url: str, count: int) -> tuple[str, list[str]]:
     """An endpoint with ``count`` parked deliveries, recovering: (endpoint id, event ids oldest first)."""
-    endpoint = register(client, headers, url)
+    endpoint = create_endpoint(client, headers, url)
     client.patch(f"/v1/endpoints/{endpoint['id']}", json={"status": "disabled"}, headers=headers)
     events = [send(client, headers, payload={"n": n})["id"] for n in range(count)]
     enabled = client.patch(f"/v1/endpoints/{endpoint['id']}", json={"status": "enabled"}, headers=headers)
