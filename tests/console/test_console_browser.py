@@ -6,56 +6,20 @@ Screenshots of the overview and the event page are saved under ``artifacts/``.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
-from werkzeug.serving import make_server
+from playwright.sync_api import Page, expect
 
+# For test files of branches written before the fixtures moved (they are plugin fixtures now):
+from tests.browser import ARTIFACTS, base_url, browser  # noqa: F401
+from tests.browser import logged_in_page
 from tests.conftest import wait_until
-from tests.console_helpers import PASSWORD, staff
+from tests.console_helpers import staff
 from tests.receivers import Receiver, always, sequence
 from tests.api_helpers import create_endpoint, send
 from webhooks.storage.models import Delivery, Endpoint
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
-
-
-@pytest.fixture
-def base_url(app) -> Iterator[str]:
-    """The app served by a real threaded HTTP server on 127.0.0.1."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, name="console-server", daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-def logged_in_page(browser: Browser, base_url: str, email: str) -> Page:
-    page = browser.new_context(viewport={"width": 1366, "height": 900}).new_page()
-    page.goto(f"{base_url}/console/")
-    expect(page.get_by_role("heading", name="Support console")).to_be_visible()
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
-    return page
-
 
 def reload_until(page: Page, done: Callable[[], bool], timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
