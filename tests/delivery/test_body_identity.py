@@ -8,7 +8,6 @@ from pathlib import Path
 from tests.conftest import wait_until
 from tests.receivers import Receiver, sequence
 from tests.api_helpers import create_endpoint
-from tests.test_listen import serve_api  # noqa: F401 - the fixture
 from webhooks.storage.models import Delivery
 
 #: The payload as the service received it, keys in this order.
@@ -16,7 +15,7 @@ RAW_EVENT = b'{"event_type": "order.created", "payload": {"order_id": 42, "amoun
 
 
 def test_first_attempt_retry_recover_resend_and_listen_send_byte_identical_bodies_in_the_order_received(
-    app, client, tenant, auth, make_settings, start_worker, serve_api, tmp_path: Path  # noqa: F811
+    app, client, tenant, auth, make_settings, start_worker, serve_api, tmp_path: Path
 ) -> None:
     settings = make_settings(ladder="1s")
     with Receiver(sequence([500, 500, 204, 204, 204])) as receiver:

@@ -5,64 +5,18 @@ from __future__ import annotations
 import json
 import threading
 import time
-from contextlib import contextmanager
-from types import SimpleNamespace
-from typing import Iterator
 
 from tests.conftest import wait_until
 from tests.receivers import Receiver, RecordedRequest, always, pause, sequence
 from tests.api_helpers import create_endpoint, send
+from tests.health.health_helpers import Switch, health, outage, statuses
 from webhooks.storage.models import Alert, Delivery, Endpoint, Event, HealthChange
 from webhooks.health.recovery import disable_failing
+from webhooks.storage.statuses import LADDER_STATUSES
 
 
 def body(request: RecordedRequest) -> dict:
     return json.loads(request.body)
-
-
-def health(endpoint_id: str) -> str:
-    endpoint = Endpoint.get_by_id(endpoint_id)
-    return "disabled" if endpoint.disabled else endpoint.health
-
-
-def statuses(endpoint_id: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for delivery in Delivery.select().where(Delivery.endpoint == endpoint_id):
-        counts[delivery.status] = counts.get(delivery.status, 0) + 1
-    return counts
-
-
-class Switch:
-    """A receiver's responder: down (503) until switched up (204)."""
-
-    def __init__(self) -> None:
-        self.up = False
-
-    def __call__(self, request: RecordedRequest):
-        return (204, None, b"") if self.up else (503, None, b"down")
-
-
-def take_offline(client, headers, url: str, count: int, parked: int) -> tuple[dict, list[str]]:
-    """Register ``url`` (down), send ``count`` events and wait until the endpoint is offline with
-    at least ``parked`` of them parked; (the endpoint, event ids oldest first)."""
-    endpoint = create_endpoint(client, headers, url)
-    events = [send(client, headers, payload={"n": n})["id"] for n in range(count)]
-    wait_until(lambda: health(endpoint["id"]) == "offline", timeout=15)
-    wait_until(lambda: statuses(endpoint["id"]).get("parked", 0) >= parked, timeout=15)
-    return endpoint, events
-
-
-@contextmanager
-def outage(client, headers, settings, start_worker, start_clock, count: int, parked: int) -> Iterator[SimpleNamespace]:
-    """A receiver that is down (``switch.up = True`` brings it back), a worker and a clock running, and an
-    endpoint of it taken offline with ``count`` events (``take_offline``): its ``switch``, ``receiver``,
-    ``endpoint`` and ``events``."""
-    switch = Switch()
-    with Receiver(switch) as receiver:
-        start_worker(settings)
-        start_clock(settings)
-        endpoint, events = take_offline(client, headers, receiver.url, count, parked)
-        yield SimpleNamespace(switch=switch, receiver=receiver, endpoint=endpoint, events=events)
 
 
 def test_a_down_endpoint_goes_offline_parks_the_rest_and_gets_everything_in_order_when_back(
@@ -72,8 +26,9 @@ def test_a_down_endpoint_goes_offline_parks_the_rest_and_gets_everything_in_orde
     with outage(client, auth(tenant), settings, start_worker, start_clock, 200, parked=195) as down:
         switch, receiver, endpoint, events = down.switch, down.receiver, down.endpoint, down.events
         calls_while_down = len(receiver.requests)
-        time.sleep(1.5)
-        # Only probes knock now: 5 failures, what was in flight, and a probe (the first comes 5 s after).
+        # Every delivery parked, the failed ones back from their ladder tiers: each message came
+        # round again, and only probes knock now (5 failures, what was in flight, and a probe).
+        wait_until(lambda: statuses(endpoint["id"]) == {"parked": 200}, timeout=20)
         assert calls_while_down <= settings.offline_after_failures + settings.endpoint_max_in_flight + 2
         assert len(receiver.requests) <= calls_while_down + 2
 
@@ -100,7 +55,9 @@ def test_410_gone_disables_the_endpoint_and_later_events_park_without_calls(clie
         first = send(client, auth(tenant))
         wait_until(lambda: health(endpoint["id"]) == "disabled")
         second = send(client, auth(tenant))
-        time.sleep(0.5)
+        # The worker is done with the first (parked, kept for when the endpoint is enabled); the
+        # second parked at ingest and was never published.
+        wait_until(lambda: Delivery.get(Delivery.event == first["id"]).status == "parked")
     assert len(receiver.requests) == 1
     assert [d["status"] for d in second["deliveries"]] == ["parked"]
     assert Delivery.get(Delivery.event == first["id"]).status == "parked"  # kept for when it is enabled
@@ -207,7 +164,8 @@ def test_one_operational_event_per_state_change_reaches_subscribed_endpoints_onl
         switch.up = True
         wait_until(lambda: health(watched["id"]) == "online", timeout=20)
         _, online = monitor.wait_for(2, timeout=10)
-        time.sleep(1.0)
+        # Nothing is left to attempt, so no state can change again: no third operational event.
+        wait_until(lambda: not Delivery.select().where(Delivery.status.in_(LADDER_STATUSES)).exists(), timeout=20)
         assert len(monitor.requests) == 2
     assert body(offline)["type"] == "endpoint.offline" and body(offline)["data"]["endpoint_id"] == watched["id"]
     assert body(online)["type"] == "endpoint.online"

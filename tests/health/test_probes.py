@@ -19,8 +19,7 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.api_helpers import create_endpoint, send
-from tests.health.test_endpoint_health import outage, statuses
-from tests.health.test_release_drain import RecordingPublisher
+from tests.health.health_helpers import RecordingPublisher, outage, statuses
 from webhooks.clock import PROBE_EVERY_SECONDS
 from webhooks.config import ProbeInterval, Settings
 from webhooks.delivery.attempt import attempt_fields
