@@ -17,6 +17,13 @@ says something about them; control-flow signals private to one module are not pa
     ├── InvalidInput (also ValueError)  input the service refuses: the message names the problem
     │   ├── actions.EndpointLimitReached
     │   ├── api.parsing.RefusedJson           (also json.JSONDecodeError)
+    │   ├── catalog.files.CatalogFileError
+    │   ├── catalog.filters.FilterError
+    │   ├── catalog.registry.EventsRejected
+    │   ├── catalog.schemas.InvalidSchema
+    │   ├── catalog.store.BuiltIn
+    │   ├── catalog.store.CatalogProblem
+    │   ├── catalog.store.EventTypeExists
     │   ├── console.auth.StaffError
     │   ├── console.queries.FilterError
     │   ├── health.probes.NotProbed
@@ -27,6 +34,8 @@ says something about them; control-flow signals private to one module are not pa
     │   ├── portal.access.AccessError
     │   └── portal.capabilities.UnknownCapability
     ├── NotFound (also LookupError)     what was named does not exist (any more)
+    │   ├── catalog.examples.NoExample
+    │   ├── catalog.store.UnknownEventType
     │   ├── ingest.accept.UnknownTenant
     │   └── ingest.auth_keys.KeyNotFound
     ├── Refused                         well-formed, but not now or not like this

@@ -17,6 +17,8 @@ from tests.console_helpers import failed_delivery, post_form, log_in, staff
 from tests.browser import ARTIFACTS, logged_in_page
 # For test files of branches written before these moved (import them from tests.browser):
 from tests.browser import UNLABELLED, WATCH_CSP, violations  # noqa: F401
+from tests.catalog.conftest import order_type
+from webhooks.catalog import store
 from webhooks.storage.models import Endpoint, HealthChange
 from webhooks.storage.timeutil import utcnow
 
@@ -47,6 +49,8 @@ def console_with_history(client, headers) -> dict[str, str]:
     log_in(client, "operator")
     post_form(client, f"/console/endpoints/{delivery.endpoint_id}/disable", {"reason": "customer asked"})
     post_form(client, "/console/dead-letters/replay", {"endpoint_id": delivery.endpoint_id})
+    store.create(order_type(description="An order was paid: <b>not bold</b>, and a description long enough to wrap "
+                                        "on a phone held upright."))
     return {
         "overview": "/console/",
         "event": f"/console/events/{delivery.event_id}",
@@ -57,6 +61,7 @@ def console_with_history(client, headers) -> dict[str, str]:
         "dead-letters": "/console/dead-letters",
         "replays": "/console/replays",
         "audit": "/console/audit",
+        "event-types": "/console/event-types",
         "not-found": "/console/events/evt_nope",
     }
 
