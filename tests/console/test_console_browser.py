@@ -141,7 +141,7 @@ def test_the_event_page_lists_who_resent_and_shows_no_next_attempt_once_delivere
 def test_try_now_brings_back_an_offline_endpoint_whose_receiver_is_up_again(
     browser, base_url, client, tenant, auth, make_settings, start_worker
 ) -> None:
-    from tests.health.test_endpoint_health import Switch, statuses, take_offline
+    from tests.health.health_helpers import Switch, statuses, take_offline
 
     operator = staff("operator")
     # Probes an hour apart and no clock running: only "Try now" can bring it back in this test.
