@@ -32,6 +32,7 @@ says something about them; control-flow signals private to one module are not pa
     │   ├── messaging.brokers.BrokerUrlError
     │   ├── messaging.messages.PoisonMessage
     │   ├── portal.access.AccessError
+    │   ├── tenants.TenantTaken               a live tenant has that name or uid already
     │   └── portal.capabilities.UnknownCapability
     ├── NotFound (also LookupError)     what was named does not exist (any more)
     │   ├── catalog.examples.NoExample
@@ -49,12 +50,13 @@ says something about them; control-flow signals private to one module are not pa
     │   └── delivery.netguard.UnresolvableHost
     ├── MailError                       health.mailer: an email could not be sent
     ├── ApiUnavailable                  listen: the API could not be reached (worth retrying)
+    ├── Declined                        api.fast_ingest: not a request the shortcut answers (Flask does)
     └── Stopping                        the process is stopping: give the work back
         ├── delivery.database_work.Stopping
         └── listen.Stopped
 
-(``BlockedAddress``, ``MailError`` and ``ApiUnavailable`` are defined in their modules and
-derive from ``WebhooksError`` directly.)
+(``BlockedAddress``, ``MailError``, ``ApiUnavailable`` and ``Declined`` are defined in their
+modules and derive from ``WebhooksError`` directly.)
 """
 
 from __future__ import annotations

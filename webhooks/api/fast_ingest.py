@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 
 from flask import Flask, request
 
+from webhooks.errors import WebhooksError
 from webhooks.api.costs import record_deliveries
 from webhooks.catalog.registry import EventsRejected
 from webhooks.ingest import accept as ingest, auth_keys
@@ -61,7 +62,7 @@ NOTHING_WRITTEN = (ingest.RateLimited, ingest.IdempotencyConflict, ingest.BatchO
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-class _Declined(Exception):
+class Declined(WebhooksError):
     """Not a request the shortcut answers: the Flask app does."""
 
 
@@ -86,7 +87,7 @@ class FastIngest:
                 location = f"/v1/tenants/{ref}/events" if ref else SINGLE
                 response = self._accept(environ, tenant, body, path.endswith("/batch"), location)
                 return response(environ, start_response)
-        except _Declined:
+        except Declined:
             pass
         except NOTHING_WRITTEN:
             pass
@@ -100,13 +101,13 @@ class FastIngest:
         try:
             document = loads_strict(body)
         except ValueError:
-            raise _Declined() from None
+            raise Declined() from None
         data = fast_load_body(EVENT_CREATE_MANY if batch else EVENT_CREATE, document)
         if data is None:
-            raise _Declined()
+            raise Declined()
         if batch:
             if not 1 <= len(data) <= MAX_BATCH or "HTTP_IDEMPOTENCY_KEY" in environ:
-                raise _Declined()
+                raise Declined()
             items = [NewEvent(item["event_type"], item["payload"], item.get("idempotency_key")) for item in data]
             accepted = ingest.accept_events(tenant, items)
             record_deliveries(environ, accepted)
@@ -126,16 +127,16 @@ class FastIngest:
 def _body(environ: dict[str, Any], limit: int | None) -> bytes:
     """The request body, when it is JSON with a length within the limit."""
     if environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower() != "application/json":
-        raise _Declined()
+        raise Declined()
     try:
         length = int(environ.get("CONTENT_LENGTH") or "")
     except ValueError:
-        raise _Declined() from None
+        raise Declined() from None
     if length < 0 or limit is not None and length > limit:
-        raise _Declined()
+        raise Declined()
     body = environ["wsgi.input"].read(length)
     if len(body) != length:
-        raise _Declined()
+        raise Declined()
     return body
 
 
@@ -147,7 +148,7 @@ def _tenant(environ: dict[str, Any], ref: str | None) -> Any:
         raise Declined()
     tenant = holder.tenant if ref is None else auth_keys.tenant_by_ref(ref)
     if tenant is None:
-        raise _Declined()
+        raise Declined()
     return tenant
 
 
@@ -157,7 +158,7 @@ def _header_key(environ: dict[str, Any], field: str | None) -> str | None:
         return field
     headers = fast_load_headers(IDEMPOTENCY_HEADER, {"Idempotency-Key": raw})
     if headers is None or field is not None and field != headers["idempotency_key"]:
-        raise _Declined()
+        raise Declined()
     return headers["idempotency_key"]
 
 
