@@ -10,12 +10,13 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.console.test_console_auth import csrf_of
 from webhooks.pages.models import PageSession
 from webhooks.portal import access, capabilities
 from webhooks.portal.models import PortalLink
 from webhooks.storage.models import Tenant
 from webhooks.storage.timeutil import utcnow
+
+from tests.console_helpers import form_csrf
 
 
 def link_for(app: Flask, tenant: SimpleNamespace, caps: list[str] | None = None, **kwargs: object) -> access.AccessLink:
@@ -162,7 +163,7 @@ def test_a_console_session_does_not_open_the_portal(app: Flask, client: FlaskCli
 
 def test_signing_out_ends_the_session(app: Flask, client: FlaskClient, tenant: SimpleNamespace) -> None:
     client.get(path_of(link_for(app, tenant)))
-    token = csrf_of(client.get("/portal/").get_data(as_text=True))
+    token = form_csrf(client.get("/portal/").get_data(as_text=True))
 
     out = client.post("/portal/sign-out", data={"csrf_token": token})
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import peewee
 
+from webhooks.errors import InvalidInput
 from webhooks.console.formatting import parse_when
 from webhooks.ingest.auth_keys import find_tenant
 from webhooks.storage.ids import has_prefix
@@ -26,7 +27,7 @@ STATUSES = DELIVERY_STATUSES
 UNDELIVERED = UNFINISHED_STATUSES
 
 
-class FilterError(ValueError):
+class FilterError(InvalidInput):
     """A filter value that cannot be used; ``field`` names the form field."""
 
     def __init__(self, field_name: str, message: str) -> None:
