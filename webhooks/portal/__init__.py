@@ -6,8 +6,9 @@ are what the platform API calls; ``site`` builds the portal's page-kit site from
 pages. Pages are on the page kit (``webhooks.pages``) the console uses; changes go through
 ``webhooks.actions`` and are written to the console's audit log.
 
-May import: every stage, the shared modules at the top, ``actions``, ``pages`` and the console's
-audit log and queries; not the API.
+May import: every stage, the shared modules at the top, ``actions``, ``pages``, the console's
+audit log and queries, and the API's request schemas (the same validation and messages); no
+API view.
 """
 
 from __future__ import annotations

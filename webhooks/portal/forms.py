@@ -1,0 +1,58 @@
+"""The portal's endpoint form: read as the API reads ``POST /v1/endpoints`` (its schema, its
+messages), and the event types a tenant may pick from (those it has sent, with their counts)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from marshmallow import ValidationError
+from peewee import fn
+from werkzeug.datastructures import MultiDict
+
+from webhooks.api.schemas import EndpointCreateSchema
+from webhooks.pages.errors import FieldErrors
+from webhooks.storage.models import Event
+
+#: The form's fields, in the order it shows them (the error summary follows it).
+FIELDS = ("url", "description", "event_types", "rate_limit")
+
+#: Event types offered as checkboxes, most sent first.
+MAX_TYPES_OFFERED = 100
+
+
+def _messages(value: Any) -> str:
+    """marshmallow's messages of one field (a list, or per list item a dict) as one sentence."""
+    if isinstance(value, dict):
+        return "; ".join(_messages(item) for item in value.values())
+    if isinstance(value, list):
+        return "; ".join(_messages(item) for item in value)
+    return str(value)
+
+
+def read_endpoint(form: MultiDict[str, str]) -> tuple[dict[str, Any], FieldErrors]:
+    """The endpoint's fields from the form, validated by the API's schema; the errors per field."""
+    types = [*form.getlist("event_types"),
+             *(part.strip() for part in form.get("other_event_types", "").split(",") if part.strip())]
+    raw: dict[str, Any] = {
+        "url": form.get("url", "").strip(),
+        "description": form.get("description", "").strip(),
+        "event_types": list(dict.fromkeys(types)),
+    }
+    rate = form.get("rate_limit", "").strip()
+    raw["rate_limit"] = None if not rate else int(rate) if rate.isdigit() else rate
+    try:
+        return EndpointCreateSchema().load(raw), FieldErrors()
+    except ValidationError as error:
+        messages = error.normalized_messages()
+        assert isinstance(messages, Mapping)
+        return raw, FieldErrors({name: f"{name.replace('_', ' ').capitalize()}: {_messages(value)}"
+                                 for name, value in messages.items()})
+
+
+def types_sent(tenant_id: str) -> list[tuple[str, int]]:
+    """The event types the tenant has sent, with how many of each, most sent first."""
+    count = fn.COUNT(Event.id)
+    query = (Event.select(Event.event_type, count).where(Event.tenant == tenant_id)
+             .group_by(Event.event_type).order_by(count.desc(), Event.event_type).limit(MAX_TYPES_OFFERED))
+    return list(query.tuples())
