@@ -21,12 +21,14 @@ FIELDS = ("url", "description", "event_types", "rate_limit")
 MAX_TYPES_OFFERED = 100
 
 
-def _messages(value: Any) -> str:
-    """marshmallow's messages of one field (a list, or per list item a dict) as one sentence."""
-    if isinstance(value, dict):
-        return "; ".join(_messages(item) for item in value.values())
-    if isinstance(value, list):
-        return "; ".join(_messages(item) for item in value)
+#: How the form names each field in its errors.
+LABELS = {"url": "URL", "description": "Description", "event_types": "Event types", "rate_limit": "Rate limit"}
+
+
+def _first_message(value: Any) -> str:
+    """marshmallow's first message of one field (a list, or per list item a dict), as the API shows it."""
+    while isinstance(value, (dict, list)):
+        value = next(iter(value.values())) if isinstance(value, dict) else value[0]
     return str(value)
 
 
@@ -46,7 +48,7 @@ def read_endpoint(form: MultiDict[str, str]) -> tuple[dict[str, Any], FieldError
     except ValidationError as error:
         messages = error.normalized_messages()
         assert isinstance(messages, Mapping)
-        return raw, FieldErrors({name: f"{name.replace('_', ' ').capitalize()}: {_messages(value)}"
+        return raw, FieldErrors({name: f"{LABELS.get(name, name)}: {_first_message(value)}"
                                  for name, value in messages.items()})
 
 

@@ -78,7 +78,7 @@ def endpoint_new() -> Response | tuple[str, int]:
     if not errors:
         problem = actions.target_problem(values["url"], settings)
         if problem:
-            errors["url"] = f"Url: {problem}"
+            errors["url"] = f"URL: {problem}"
     if errors:
         return _form_page(None, values, errors, 400)
     try:
@@ -103,7 +103,7 @@ def endpoint_edit(endpoint_id: str) -> Response | tuple[str, int]:
     if not errors and values["url"] != endpoint.url:
         problem = actions.target_problem(values["url"], current_app.extensions["webhooks.settings"])
         if problem:
-            errors["url"] = f"Url: {problem}"
+            errors["url"] = f"URL: {problem}"
     if errors:
         return _form_page(endpoint, values, errors, 400)
     changed = {name: value for name, value in values.items() if getattr(endpoint, name) != value}
