@@ -24,11 +24,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         OPENAPI_VERSION="3.0.3",
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
-        JSON_SORT_KEYS=False,
     )
     app.config.update(config)
     # Payloads keep the order their keys were received in (the feed ``flask listen`` signs
-    # from included). Flask 2.3+ ignores JSON_SORT_KEYS above; this is its setting now.
+    # from included).
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["webhooks.settings"] = settings
 

@@ -37,7 +37,8 @@ AMQP_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 DATABASE_KIND = os.environ.get("TEST_DATABASE", "sqlite")
 
-#: One prefix per test session (decision 20); ``.ci/run`` deletes stale ``test_*`` queues.
+#: One prefix per test session, so suites running side by side on one broker never share a queue;
+#: ``.ci/run`` deletes stale ``test_*`` queues.
 SESSION_PREFIX = f"test_{os.getpid()}_{secrets.token_hex(3)}"
 
 #: Every topology a test declared, deleted at the end of the session.

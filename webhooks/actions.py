@@ -23,13 +23,13 @@ from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint, Event, ManualAttempt, Tenant
 from webhooks.messaging.outbox import message_for, publish_messages
 from webhooks.messaging.publisher import Publisher
-from webhooks.storage.statuses import LADDER_STATUSES, UNFINISHED_STATUSES
+from webhooks.storage.statuses import DeliveryStatus, LADDER_STATUSES, UNFINISHED_STATUSES
 from webhooks.storage.timeutil import seconds, to_naive_utc, utcnow
 from webhooks.messaging.topology import Topology
 
 #: Deliveries ``recover`` resends: parked ones are not among them, they wait for the
 #: endpoint and are released in order (``webhooks.health.releaser``), their attempts intact.
-RECOVERABLE_STATUSES = ("failed",)
+RECOVERABLE_STATUSES = (DeliveryStatus.FAILED,)
 
 
 #: Resends published per broker round of ``recover``.
@@ -117,7 +117,7 @@ def resend(
 
     A parked delivery whose fresh attempt fails stays parked, in its place for the release.
     """
-    if delivery.status == "cancelled":
+    if delivery.status == DeliveryStatus.CANCELLED:
         raise ValueError("the delivery was cancelled because its endpoint was deleted")
     publisher, topology = _context(publisher, topology)
     message = message_for(delivery, Event.get_by_id(delivery.event_id), trigger=trigger)
@@ -187,7 +187,7 @@ def recover(
     if rows and not queued:
         raise BrokerUnavailable("the message broker is unavailable; try again in a few seconds")
     _release_if_stranded(endpoint)
-    parked = Delivery.select().where(mine & (Delivery.status == "parked")).count()
+    parked = Delivery.select().where(mine & (Delivery.status == DeliveryStatus.PARKED)).count()
     return Recovered(queued, parked)
 
 
@@ -208,7 +208,7 @@ def delete_endpoint(endpoint: Endpoint) -> None:
     with write():
         Endpoint.update(deleted_at=now, updated_at=now).where(Endpoint.id == endpoint.id).execute()
         (
-            Delivery.update(status="cancelled", next_attempt_at=None, updated_at=now)
+            Delivery.update(status=DeliveryStatus.CANCELLED, next_attempt_at=None, updated_at=now)
             .where((Delivery.endpoint == endpoint) & Delivery.status.in_(UNFINISHED_STATUSES))
             .execute()
         )

@@ -67,7 +67,7 @@ def _whole_number(name: str, text: str, rule: str) -> int:
 class Settings:
     """Every knob the processes read; names match the environment variables."""
 
-    database_url: str = "sqlite:///webhooks.storage.db"
+    database_url: str = "sqlite:///webhooks.db"
     amqp_url: str = "amqp://guest:guest@localhost:5672/%2F"
     queue_prefix: str = "webhooks"
     ladder: Ladder = field(default_factory=lambda: Ladder.parse(DEFAULT_LADDER))

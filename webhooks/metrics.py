@@ -25,6 +25,7 @@ from webhooks.storage import endpoint_windows
 from webhooks.messaging.brokers import connect
 from webhooks.storage.models import Delivery, Endpoint
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +74,9 @@ class StateCollector:
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield from self._queues()
         parked = GaugeMetricFamily("webhooks_parked_deliveries", "Deliveries parked for an offline or disabled endpoint")
-        parked.add_metric([], Delivery.select().where(Delivery.status == "parked").count())
+        parked.add_metric([], Delivery.select().where(Delivery.status == DeliveryStatus.PARKED).count())
         yield parked
-        oldest = Delivery.select(fn.MIN(Delivery.created_at)).where(Delivery.status.in_(("pending", "retrying"))).scalar()
+        oldest = Delivery.select(fn.MIN(Delivery.created_at)).where(Delivery.status.in_((DeliveryStatus.PENDING, DeliveryStatus.RETRYING))).scalar()
         age = GaugeMetricFamily("webhooks_oldest_undelivered_seconds", "Age of the oldest pending or retrying delivery")
         age.add_metric([], 0.0 if oldest is None else (utcnow() - oldest).total_seconds())
         yield age

@@ -13,7 +13,7 @@ from webhooks.storage import db
 from webhooks.api.common import api_requester, attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
 from webhooks.api.auth import require_tenant
-from webhooks.storage.models import Attempt, Delivery, Endpoint, HealthChange
+from webhooks.storage.models import Attempt, Endpoint, HealthChange
 from webhooks.health import probes, summary
 from webhooks.health.presence import health_of
 from webhooks.api.schemas import (

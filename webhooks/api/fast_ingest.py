@@ -15,8 +15,8 @@ handlers, documented once in the OpenAPI document. The errors ingestion raises
 so the view meets them again; an unexpected error is re-raised inside Flask's request
 handling, which logs it and answers 500 as for any other route.
 
-The key is checked before the body is read (design decision 24): a request without a
-valid key costs no parsing; it is handed over, and the views answer its 401.
+The key is checked before the body is read, so slow or keyless clients slow no one: a
+request without a valid key costs no parsing; it is handed over, and the views answer its 401.
 """
 
 from __future__ import annotations

@@ -20,13 +20,13 @@ from webhooks.storage.timeutil import isoformat, to_naive_utc
 #: Endpoint URLs longer than this are refused (no receiver needs more).
 MAX_URL_LENGTH = 2048
 
-#: An endpoint subscribes to at most this many event types (decision 16).
+#: An endpoint subscribes to at most this many event types (its filter is matched on every event).
 MAX_EVENT_TYPES = 100
 
 #: Endpoint metadata: at most this many keys, each key and value bounded.
 MAX_METADATA_KEYS = 50
 
-#: Page sizes: ``limit`` defaults to 50 and may not exceed 250 (decision 4).
+#: Page sizes: ``limit`` defaults to 50 and may not exceed 250 (one page is one bounded query).
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 250
 

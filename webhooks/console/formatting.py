@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from http import HTTPStatus
 
+from webhooks.delivery.http_result import GONE, TOO_MANY_REQUESTS, is_redirect, is_server_error
 from webhooks.durations import name_ms, parse_seconds
 from webhooks.messaging.ladder import Ladder
 from webhooks.storage.statuses import LADDER_STATUSES
@@ -59,15 +60,15 @@ ERROR_CLASSES = {
 
 
 def _status_meaning(status: int) -> str:
-    if status == 410:
+    if status == GONE:
         return "the receiver says the endpoint is gone, so it was disabled"
-    if status == 429:
+    if status == TOO_MANY_REQUESTS:
         return "the receiver asked us to slow down"
-    if 300 <= status < 400:
+    if is_redirect(status):
         return "a redirect, which is not followed"
     if 400 <= status < 500:
         return "the receiver refused the request"
-    if status >= 500:
+    if is_server_error(status):
         return "an error at the receiver"
     return "not a success"
 

@@ -18,6 +18,7 @@ from webhooks.health import probes
 from webhooks.storage import endpoint_windows
 from webhooks.storage.ids import id_floor
 from webhooks.storage.models import Attempt, Delivery, Endpoint
+from webhooks.storage.statuses import DeliveryStatus
 from webhooks.storage.timeutil import to_naive_utc
 
 #: Ids count milliseconds from here (naive UTC, as the database keeps times).
@@ -32,7 +33,7 @@ def with_parked_stats(endpoints: list[Endpoint], settings: Settings) -> list[End
         for row in Delivery.select(
             Delivery.endpoint, fn.COUNT(Delivery.id).alias("count"), fn.MIN(Delivery.created_at).alias("oldest")
         )
-        .where(Delivery.endpoint.in_([e.id for e in endpoints]) & (Delivery.status == "parked"))
+        .where(Delivery.endpoint.in_([e.id for e in endpoints]) & (Delivery.status == DeliveryStatus.PARKED))
         .group_by(Delivery.endpoint)
     } if endpoints else {}
     windows = endpoint_windows.of_endpoints([e.id for e in endpoints])
@@ -73,7 +74,7 @@ def answer_stats(endpoint_ids: list[str], since: datetime) -> dict[str, AnswerSt
     if not endpoint_ids:
         return {}
     floor = id_floor("att", math.floor((to_naive_utc(since) - EPOCH).total_seconds() * 1000))
-    delivered = fn.SUM(Case(None, [(Attempt.outcome == "delivered", 1)], 0))
+    delivered = fn.SUM(Case(None, [(Attempt.outcome == DeliveryStatus.DELIVERED, 1)], 0))
     counts = (Attempt.select(Attempt.endpoint, fn.COUNT(Attempt.id), delivered)
               .where(Attempt.endpoint.in_(endpoint_ids) & (Attempt.id >= floor))
               .group_by(Attempt.endpoint).tuples())

@@ -63,6 +63,7 @@ from webhooks.storage.ingest_sql import (
 from webhooks.storage.models import Delivery, Event, Tenant
 from webhooks.storage.pg_prepared import NOT_NULL_VIOLATION, PreparedStatements, pgcode
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +120,6 @@ def _last_seq(row: Sequence[Any] | None, rate_limit: float | None) -> int:
 prepared = PreparedStatements()
 
 
-class _StatementMissing(Exception):
-    """A prepared statement this connection should have had is gone; rolled back, try again."""
-
-
 class _KeySeen(Exception):
     """PostgreSQL fast path: an idempotency key is on file; go look them up."""
 
@@ -157,8 +154,6 @@ def _store_postgres(tenant_id: str, items: Sequence[NewEvent], digests: Sequence
             sql, params = f"{delete_keys_sql(POSTGRES, len(expired))}; {sql}", [tenant_id, *expired, *params]
         last = database.execute_sql(sql, params).fetchone()[0]
     except peewee.DatabaseError as error:
-        if prepared.vanished(error):
-            raise _StatementMissing() from error
         if pgcode(error) == NOT_NULL_VIOLATION:  # no seq: the tenant is gone or out of tokens; nothing was written
             raise _NotBumped() from error
         raise
@@ -227,16 +222,15 @@ def _store_new(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str 
     if is_postgres() and not database.in_transaction():
         for _ in range(4):
             try:
-                return store(_store_postgres), on_file.replays
-            except _StatementMissing:
-                continue  # prepared again on the next try
+                # A vanished prepared statement wrote nothing: run once more, prepared again.
+                return prepared.again_if_vanished(lambda _: store(_store_postgres)), on_file.replays
             except _KeySeen:
                 with write():
                     look_up()
             except _NotBumped:
                 break  # the statements one by one say why (RateLimited, UnknownTenant) or, refilled, succeed
         else:
-            raise RuntimeError("could not store the events (idempotency keys or prepared statements kept changing)")
+            raise RuntimeError("could not store the events (idempotency keys kept changing)")
     with write():
         if any(item.key is not None for item in items):
             look_up()
@@ -316,7 +310,7 @@ def accept_events(
     accepted = store_events(tenant, items, rate_limit=rate_limit)
     new = [a for a in accepted if not a.replayed]
     if new:
-        messages = [message_for(d, a.event) for a in new for d in a.deliveries if d.status == "pending"]
+        messages = [message_for(d, a.event) for a in new for d in a.deliveries if d.status == DeliveryStatus.PENDING]
         if in_request:
             # The answer does not wait for the broker: published right after, in batches.
             current_app.extensions["webhooks.enqueuer"].submit(messages)

@@ -30,7 +30,7 @@ from webhooks.storage.ingest_sql import (
 )
 from webhooks.storage.models import BaseModel, Delivery, Endpoint, Event
 from webhooks.storage.payload_json import EncodedPayload
-from webhooks.storage.statuses import PARKING_STATES
+from webhooks.storage.statuses import DeliveryStatus, PARKING_STATES
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str |
             parked = parks_as(disabled, health)
             deliveries.append({
                 "id": next(delivery_ids), "tenant": tenant_id, "event": event_id, "endpoint": endpoint_id,
-                "status": "parked" if parked else "pending", "attempts": 0,
+                "status": DeliveryStatus.PARKED if parked else DeliveryStatus.PENDING, "attempts": 0,
                 "next_attempt_at": None if parked else now, "created_at": now, "updated_at": now,
             })
         deliveries.sort(key=lambda d: d["id"])  # as a replay and GET /v1/events/<id> list them

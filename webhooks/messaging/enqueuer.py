@@ -20,7 +20,7 @@ from webhooks.messaging.messages import DeliveryMessage
 from webhooks.messaging.outbox import mark_enqueued, publish_messages
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
-from webhooks.messaging.turns import TurnQueue
+from webhooks.turns import TurnQueue
 from webhooks.storage.db import release_connection
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class BackgroundEnqueuer:
     write (its ``attempts`` guard). The relay waits ``RELAY_GRACE`` (10 s) before it
     republishes an unmarked delivery, far longer than a mark waits.
 
-    Messages wait in a ``turns.TurnQueue`` (one queue per tenant) and each batch takes the
+    Messages wait in a ``webhooks.turns.TurnQueue`` (one queue per tenant) and each batch takes the
     tenants in turns over everything waiting, so one tenant's event goes out in the next
     batch, near its front, even when another tenant's flood has thousands queued before it.
 

@@ -14,6 +14,7 @@ import peewee
 from webhooks.storage.db import database
 from webhooks.storage.payload_json import payload_json
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 
 #: ``JSONField``'s encoder, made once: ``json.dumps`` with arguments builds a new one per call,
@@ -157,7 +158,7 @@ class Delivery(BaseModel):
     event = peewee.ForeignKeyField(Event, backref="deliveries", on_delete="CASCADE")
     #: Indexed first in (endpoint, status, created_at, id): no index of its own (migration 0013).
     endpoint = peewee.ForeignKeyField(Endpoint, backref="deliveries", on_delete="CASCADE", index=False)
-    status = peewee.CharField(max_length=16, default="pending")
+    status = peewee.CharField(max_length=16, default=DeliveryStatus.PENDING)
     attempts = peewee.IntegerField(default=0)
     next_attempt_at = peewee.DateTimeField(null=True)
     last_status_code = peewee.IntegerField(null=True)
