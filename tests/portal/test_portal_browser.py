@@ -18,10 +18,9 @@ import pytest
 from flask import Flask
 from playwright.sync_api import Browser, FrameLocator, Page, expect
 from standardwebhooks import Webhook
-from werkzeug.serving import make_server
 
 from tests.conftest import wait_until
-from tests.console.test_console_browser import browser  # noqa: F401 (fixture)
+from tests.console.test_console_browser import base_url, browser  # noqa: F401 (fixtures)
 from tests.console.test_console_pages_browser import WATCH_CSP, violations
 from tests.delivery.test_delivery_e2e import register, send
 from tests.portal_helpers import portal_link
@@ -74,20 +73,10 @@ def embedder() -> Iterator[Embedder]:
 
 
 @pytest.fixture
-def portal_app(make_app: Callable[..., Flask], embedder: Embedder, settings) -> Flask:  # type: ignore[no-untyped-def]
-    """The app, framed only by the embedder, with the platform's brand."""
+def app(make_app: Callable[..., Flask], embedder: Embedder) -> Flask:
+    """The app, framed only by the embedder, with the platform's brand (``base_url`` serves it)."""
     return make_app(portal_frame_ancestors=embedder.origin, portal_brand_name="Acme Webhooks", portal_accent="#0f766e",
                     portal_logo_url="/portal/static/logo.svg")
-
-
-@pytest.fixture
-def portal_url(portal_app: Flask) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, portal_app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, name="portal-server", daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(timeout=10)
 
 
 def shot(page: Page, name: str) -> None:
@@ -117,7 +106,7 @@ def phone_problems(browser: Browser, link: str, pages: dict[str, str]) -> dict[s
 
 
 def test_a_customer_manages_webhooks_in_the_portal_embedded_in_the_platforms_page(
-    browser: Browser, portal_app: Flask, portal_url: str, embedder: Embedder, client, tenant: SimpleNamespace,  # noqa: F811
+    browser: Browser, app: Flask, base_url: str, embedder: Embedder, client, tenant: SimpleNamespace,  # noqa: F811
     auth, settings, start_worker,
 ) -> None:
     with Receiver(always(204)) as first, Receiver(always(204)) as second:
@@ -126,7 +115,7 @@ def test_a_customer_manages_webhooks_in_the_portal_embedded_in_the_platforms_pag
             send(client, auth(tenant), "order.created", payload={"order": n})
         send(client, auth(tenant), "invoice.paid", payload={"invoice": 7})
         start_worker(settings)
-        embedder.src = portal_url + portal_link(portal_app, tenant, None)
+        embedder.src = base_url + portal_link(app, tenant, None)
 
         context = browser.new_context(viewport={"width": 1280, "height": 1700})
         page = context.new_page()
@@ -190,17 +179,17 @@ def test_a_customer_manages_webhooks_in_the_portal_embedded_in_the_platforms_pag
         # The same pages, alone, on a phone.
         pages = {"endpoints": "/portal/", "endpoint": f"/portal/endpoints/{endpoint.id}", "events": "/portal/events",
                  "endpoint-form": "/portal/endpoints/new", "event": f"/portal/events/{event['id']}"}
-        link = portal_url + portal_link(portal_app, tenant)
-        assert phone_problems(browser, link, {name: portal_url + path for name, path in pages.items()}) == {}
+        link = base_url + portal_link(app, tenant)
+        assert phone_problems(browser, link, {name: base_url + path for name, path in pages.items()}) == {}
         context.close()
 
 
 def test_a_view_only_session_has_no_controls(
-    browser: Browser, portal_app: Flask, portal_url: str, client, tenant: SimpleNamespace, auth  # noqa: F811
+    browser: Browser, app: Flask, base_url: str, client, tenant: SimpleNamespace, auth  # noqa: F811
 ) -> None:
     register(client, auth(tenant), "http://127.0.0.1:9/orders")
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.goto(portal_url + portal_link(portal_app, tenant, ["view"]))
+    page.goto(base_url + portal_link(app, tenant, ["view"]))
     page.get_by_role("link", name="http://127.0.0.1:9/orders").click()
 
     assert page.get_by_role("button").all_inner_texts() == ["Sign out"]
@@ -210,10 +199,10 @@ def test_a_view_only_session_has_no_controls(
 
 
 def test_used_expired_and_ended_links_each_have_their_page(
-    browser: Browser, portal_app: Flask, portal_url: str, tenant: SimpleNamespace, other_tenant: SimpleNamespace  # noqa: F811
+    browser: Browser, app: Flask, base_url: str, tenant: SimpleNamespace, other_tenant: SimpleNamespace  # noqa: F811
 ) -> None:
     page = browser.new_context(viewport={"width": 1000, "height": 700}).new_page()
-    link = portal_url + portal_link(portal_app, tenant)
+    link = base_url + portal_link(app, tenant)
     page.goto(link)
     expect(page.get_by_role("heading", name="Endpoints")).to_be_visible()
 
@@ -221,21 +210,21 @@ def test_used_expired_and_ended_links_each_have_their_page(
     expect(page.get_by_role("heading", name="This link has already been used")).to_be_visible()
     shot(page, "link-used")
 
-    expired = portal_url + portal_link(portal_app, tenant)
+    expired = base_url + portal_link(app, tenant)
     PortalLink.update(expires_at=utcnow() - timedelta(seconds=1)).where(PortalLink.used_at.is_null()).execute()
     page.goto(expired)
     expect(page.get_by_role("heading", name="This link has expired")).to_be_visible()
     shot(page, "link-expired")
 
     assert access.end_sessions(Tenant.get_by_id(tenant.id)) == 1
-    page.goto(portal_url + "/portal/")
+    page.goto(base_url + "/portal/")
     expect(page.get_by_role("heading", name="Your session has ended")).to_be_visible()
     shot(page, "session-ended")
     assert PageSession.select().count() == 0
 
-    page.goto(portal_url + portal_link(portal_app, other_tenant))
+    page.goto(base_url + portal_link(app, other_tenant))
     theirs = Endpoint.select().where(Endpoint.tenant == tenant.id).first()
     if theirs is not None:
-        assert page.goto(f"{portal_url}/portal/endpoints/{theirs.id}").status == 404
-    assert page.goto(f"{portal_url}/portal/events/evt_01m8cjrscd1f5qz4w6430jx27y").status == 404
+        assert page.goto(f"{base_url}/portal/endpoints/{theirs.id}").status == 404
+    assert page.goto(f"{base_url}/portal/events/evt_01m8cjrscd1f5qz4w6430jx27y").status == 404
     page.context.close()
