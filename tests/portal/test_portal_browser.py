@@ -21,7 +21,7 @@ from standardwebhooks import Webhook
 
 from tests.conftest import wait_until
 from tests.console.test_console_browser import base_url, browser  # noqa: F401 (fixtures)
-from tests.console.test_console_pages_browser import WATCH_CSP, violations
+from tests.console.test_console_pages_browser import UNLABELLED, WATCH_CSP, violations
 from tests.delivery.test_delivery_e2e import register, send
 from tests.portal_helpers import portal_link
 from tests.receivers import Receiver, always
@@ -85,8 +85,8 @@ def shot(page: Page, name: str) -> None:
 
 
 def phone_problems(browser: Browser, link: str, pages: dict[str, str]) -> dict[str, list[str]]:
-    """Each page opened alone at 390 px (after the link): wider than the phone, or a CSP violation;
-    its phone screenshot."""
+    """Each page opened alone at 390 px (after the link): wider than the phone, a CSP violation, or a
+    control a screen reader would not name; its phone screenshot."""
     context = browser.new_context(viewport={"width": PHONE, "height": 800})
     page = context.new_page()
     page.add_init_script(WATCH_CSP)
@@ -95,7 +95,7 @@ def phone_problems(browser: Browser, link: str, pages: dict[str, str]) -> dict[s
     for name, url in pages.items():
         page.goto(url)
         shot(page, f"{name}-phone")
-        problems = violations(page)
+        problems = violations(page) + page.evaluate(UNLABELLED)
         width = page.evaluate("document.documentElement.scrollWidth")
         if width > PHONE:
             problems.append(f"{width} px wide")
