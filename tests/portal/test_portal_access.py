@@ -102,6 +102,18 @@ def test_a_link_opens_once(app: Flask, client: FlaskClient, tenant: SimpleNamesp
     assert PageSession.select().count() == 1
 
 
+def test_a_used_link_opened_again_in_the_browser_it_signed_in_goes_on_to_the_portal(
+    app: Flask, client: FlaskClient, tenant: SimpleNamespace
+) -> None:
+    link = link_for(app, tenant)
+    client.get(path_of(link))
+
+    again = client.get(path_of(link))
+
+    assert again.status_code == 303 and again.headers["Location"] == "/portal/"
+    assert PageSession.select().count() == 1
+
+
 def test_an_expired_link_opens_nothing(app: Flask, client: FlaskClient, tenant: SimpleNamespace) -> None:
     link = link_for(app, tenant)
     PortalLink.update(expires_at=utcnow() - timedelta(seconds=1)).execute()

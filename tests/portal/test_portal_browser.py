@@ -166,10 +166,18 @@ def test_a_customer_manages_webhooks_in_the_portal_embedded_in_the_platforms_pag
         frame.get_by_role("link", name="Event log").click()
         expect(frame.get_by_role("heading", name="Event log")).to_be_visible()
         shot(page, "events")
+        # A third endpoint that is down: what waits for it, and how long it takes to catch up once back.
+        down = register(client, auth(tenant), "http://127.0.0.1:9/shipments", event_types=["shipment.sent"])
+        Endpoint.update(health="offline", offline_since=utcnow() - timedelta(minutes=12)).where(
+            Endpoint.id == down["id"]).execute()
+        for n in range(3):
+            send(client, auth(tenant), "shipment.sent", payload={"shipment": n})
         frame.get_by_role("link", name="Endpoints").click()
         expect(frame.get_by_text("Invoices to our billing system")).to_be_visible()
+        expect(frame.get_by_text("3 waiting since")).to_be_visible()
         wait_until(lambda: Attempt.select().where(Attempt.endpoint == endpoint.id).count() >= 2, timeout=10)
-        page.reload()
+        frame.get_by_role("link", name="Endpoints").click()
+        expect(frame.get_by_text("of 2", exact=False).first).to_be_visible()
         shot(page, "endpoints")
 
         assert violations(page) == []
@@ -198,33 +206,37 @@ def test_a_view_only_session_has_no_controls(
     page.context.close()
 
 
-def test_used_expired_and_ended_links_each_have_their_page(
-    browser: Browser, app: Flask, base_url: str, tenant: SimpleNamespace, other_tenant: SimpleNamespace  # noqa: F811
+def test_used_expired_and_ended_links_each_have_their_page_and_another_tenants_ids_are_not_found(
+    browser: Browser, app: Flask, base_url: str, client, auth, tenant: SimpleNamespace,  # noqa: F811
+    other_tenant: SimpleNamespace,
 ) -> None:
-    page = browser.new_context(viewport={"width": 1000, "height": 700}).new_page()
+    endpoint = register(client, auth(tenant), "http://127.0.0.1:9/orders")
+    event = send(client, auth(tenant))
+    customer = browser.new_context(viewport={"width": 1000, "height": 700}).new_page()
     link = base_url + portal_link(app, tenant)
-    page.goto(link)
-    expect(page.get_by_role("heading", name="Endpoints")).to_be_visible()
+    customer.goto(link)
+    expect(customer.get_by_role("heading", name="Endpoints")).to_be_visible()
 
-    page.goto(link)
-    expect(page.get_by_role("heading", name="This link has already been used")).to_be_visible()
-    shot(page, "link-used")
+    stranger = browser.new_context(viewport={"width": 1000, "height": 700}).new_page()
+    stranger.goto(link)
+    expect(stranger.get_by_role("heading", name="This link has already been used")).to_be_visible()
+    shot(stranger, "link-used")
 
     expired = base_url + portal_link(app, tenant)
     PortalLink.update(expires_at=utcnow() - timedelta(seconds=1)).where(PortalLink.used_at.is_null()).execute()
-    page.goto(expired)
-    expect(page.get_by_role("heading", name="This link has expired")).to_be_visible()
-    shot(page, "link-expired")
+    stranger.goto(expired)
+    expect(stranger.get_by_role("heading", name="This link has expired")).to_be_visible()
+    shot(stranger, "link-expired")
 
     assert access.end_sessions(Tenant.get_by_id(tenant.id)) == 1
-    page.goto(base_url + "/portal/")
-    expect(page.get_by_role("heading", name="Your session has ended")).to_be_visible()
-    shot(page, "session-ended")
+    customer.goto(base_url + "/portal/")
+    expect(customer.get_by_role("heading", name="Your session has ended")).to_be_visible()
+    shot(customer, "session-ended")
     assert PageSession.select().count() == 0
 
-    page.goto(base_url + portal_link(app, other_tenant))
-    theirs = Endpoint.select().where(Endpoint.tenant == tenant.id).first()
-    if theirs is not None:
-        assert page.goto(f"{base_url}/portal/endpoints/{theirs.id}").status == 404
-    assert page.goto(f"{base_url}/portal/events/evt_01m8cjrscd1f5qz4w6430jx27y").status == 404
-    page.context.close()
+    stranger.goto(base_url + portal_link(app, other_tenant))
+    for path in (f"/portal/endpoints/{endpoint['id']}", f"/portal/events/{event['id']}"):
+        assert stranger.goto(base_url + path).status == 404
+    expect(stranger.get_by_role("heading", name="Page not found")).to_be_visible()
+    customer.context.close()
+    stranger.context.close()
