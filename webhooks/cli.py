@@ -1,6 +1,6 @@
 """``flask`` commands: ``migrate``, ``tenant create`` (names are unique), ``tenant list`` and the
 tenant's API keys (add, list, revoke, rotate); each takes a tenant's id or name and names the
-tenant it acted on."""
+tenant it acted on; ``event-types import|export`` (``webhooks.catalog.cli``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from flask import Flask
 from peewee import IntegrityError
 from playhouse.migrations import Runner
 
+from webhooks.catalog import cli as catalog_cli
 from webhooks.ingest.auth_keys import (
     KeyNotFound, create_api_key, find_tenant, key_info, live_key_counts, live_keys, revoke_key, rotate_key,
     tenant_info, tenant_named,
@@ -87,6 +88,8 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> float
 
 
 def init_app(app: Flask) -> None:
+    catalog_cli.init_app(app)
+
     @app.cli.command("migrate")
     @click.option("--directory", default=MIGRATIONS_DIR, show_default=True)
     def migrate_command(directory: str) -> None:

@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 import peewee
 
-from webhooks import logs
+from webhooks import logs, metrics
+from webhooks.observability import tracing
 from webhooks.delivery import sweeper
 from webhooks.health import alert_emails, operational, probes, recovery
 from webhooks.storage import db, retention
@@ -261,7 +262,11 @@ def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    run(settings, stop)
+    tracing.configure("clock", count_dropped=metrics.spans_dropped)
+    try:
+        run(settings, stop)
+    finally:
+        tracing.shutdown()
     return 0
 
 

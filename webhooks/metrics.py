@@ -46,6 +46,11 @@ WINDOW_CUTS = Counter(
     "latency: answers far slower than its baseline)", ["cause"],
 )
 
+TRACE_SPANS_DROPPED = Counter(
+    "webhooks_trace_spans_dropped", "Trace spans that never reached the OTLP collector, by reason (queue_full: the "
+    "export queue was full; export_failed: the collector did not take them)", ["reason"],
+)
+
 #: Bucket bounds of ``webhooks_endpoint_windows`` (endpoints whose window is at most this).
 WINDOW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
@@ -56,6 +61,11 @@ TOKEN_ENV = "METRICS_TOKEN"
 FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
 
 blueprint = Blueprint("metrics", __name__)
+
+
+def spans_dropped(reason: str, spans: int) -> None:
+    """Count trace spans that never reached the collector (``tracing.configure``'s ``count_dropped``)."""
+    TRACE_SPANS_DROPPED.labels(reason).inc(spans)
 
 
 def observe_attempt(status_code: int | None, seconds: float, outcome: str) -> None:

@@ -26,6 +26,7 @@ from webhooks.actions import BrokerUnavailable
 from webhooks.ingest.accept import RateLimited
 from webhooks.api import body_limit, fast_ingest, register_blueprints
 from webhooks.api.error_docs import ErrorResponsesPlugin, document_too_many_requests
+from webhooks.observability import web_spans
 from webhooks.pages.headers import SecurityHeaders
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,9 @@ def init_web(app: Flask) -> None:
     app.request_class = body_limit.Request
     app.before_request(body_limit.reject_oversized_body)
     fast_ingest.install(app)
-    app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]  # outermost: it only adds headers
+    app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]  # it only adds headers
+    app.wsgi_app = web_spans.TracedRequests(app.wsgi_app)  # type: ignore[method-assign]  # outermost: the whole request
+    app.before_request(web_spans.note_route)
 
     def http_error(error: HTTPException) -> ErrorResponse:
         payload, code, headers = api.handle_http_exception(error)

@@ -1,7 +1,7 @@
 """The HTTP API: /v1 (tenant key required) and the operations routes.
 
 ``events`` (with ``fast_ingest``, the WSGI fast path of ``POST /v1/events`` and its
-batch), ``endpoints``, ``deliveries``, ``keys`` and ``ops`` are the blueprints;
+batch), ``endpoints``, ``event_types`` (the catalog), ``deliveries``, ``keys`` and ``ops`` are the blueprints;
 ``schemas`` says what a request may hold and how each object is shown, ``parsing`` and
 ``common`` are what the views share, ``auth`` resolves the bearer key and ``error_docs``
 documents the errors in the OpenAPI document.
@@ -16,7 +16,9 @@ from __future__ import annotations
 from flask_smorest import Api
 from werkzeug.routing import BaseConverter
 
-from webhooks.api import deliveries, endpoints, events, keys, ops
+from webhooks.api import deliveries, endpoints, event_types, events, keys, ops, tryouts
+from webhooks.api.fields import FILTER_COMPONENT
+from webhooks.catalog.filters import openapi_schema
 
 
 class EventIdConverter(BaseConverter):
@@ -31,5 +33,7 @@ def register_blueprints(api: Api) -> None:
     """Register every blueprint (routes and OpenAPI documentation) on ``api``."""
     api._app.url_map.converters["event_id"] = EventIdConverter
     api.register_converter(EventIdConverter, lambda _: {"type": "string", "not": {"enum": ["batch"]}})
-    for module in (endpoints, events, deliveries, keys, ops):
-        api.register_blueprint(module.blp)
+    api.spec.components.schema(FILTER_COMPONENT, component=openapi_schema(f"#/components/schemas/{FILTER_COMPONENT}"))
+    for blueprint in (endpoints.blp, tryouts.blp, events.blp, deliveries.blp, keys.blp, event_types.blp, event_types.schema_blp,
+                      ops.blp):
+        api.register_blueprint(blueprint)

@@ -6,6 +6,7 @@ from flask import g, request
 from flask_smorest import abort
 
 from webhooks.ingest import auth_keys
+from webhooks.observability import tracing
 
 #: Sent with every 401 so clients know which scheme to use (RFC 6750).
 CHALLENGE = {"WWW-Authenticate": "Bearer"}
@@ -32,5 +33,6 @@ def require_tenant() -> None:
     if tenant is None:
         _unauthorized("invalid API key (unknown or revoked)")
     g.tenant = tenant
+    tracing.annotate(tenant_id=tenant.id)
     #: The key's id (never its secret): who asked, for what is recorded (resends, recovers).
     g.api_key_id = key.partition(".")[0]

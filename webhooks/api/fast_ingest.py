@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable
 from flask import Flask, request
 
 from webhooks.api.costs import record_deliveries
+from webhooks.catalog.registry import EventsRejected
 from webhooks.ingest import accept as ingest, auth_keys
 from webhooks.api.events import (
     EVENT_CREATE,
@@ -38,6 +39,7 @@ from webhooks.api.events import (
 )
 from webhooks.api.parsing import fast_load_body, fast_load_headers, loads_strict
 from webhooks.ingest.accept import MAX_BATCH, NewEvent
+from webhooks.observability.web_spans import ROUTE
 
 #: Paths the shortcut may answer.
 SINGLE, BATCH = "/v1/events", "/v1/events/batch"
@@ -47,7 +49,7 @@ FAILED = "webhooks.fast_ingest.error"
 
 #: Errors raised before anything was written: the view, run next, meets them again.
 NOTHING_WRITTEN = (ingest.RateLimited, ingest.IdempotencyConflict, ingest.BatchOverRateLimit,
-                   ingest.ReservedEventType, ingest.UnknownTenant)
+                   ingest.ReservedEventType, ingest.UnknownTenant, EventsRejected)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -67,6 +69,7 @@ class FastIngest:
         if environ.get("REQUEST_METHOD") != "POST" or path not in (SINGLE, BATCH):
             return self.wsgi_app(environ, start_response)
         body = None
+        environ[ROUTE] = path  # for the request's span (``webhooks.observability.web_spans``)
         try:
             tenant = _tenant(environ)
             body = _body(environ, self.app.config.get("MAX_CONTENT_LENGTH"))

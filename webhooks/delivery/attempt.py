@@ -24,6 +24,7 @@ from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, counts_tow
 from webhooks.delivery.window import Signal, signal_of
 from webhooks.storage.ids import new_id
 from webhooks.messaging.messages import DeliveryMessage
+from webhooks.observability import attempt_spans
 from webhooks.delivery.outgoing import active_secrets, build_request
 from webhooks.delivery.records import Outcome
 from webhooks.storage.timeutil import utcnow
@@ -134,6 +135,7 @@ class Attempts:
             return
         _log(message, verdict, step, result)
         metrics.observe_attempt(result.status_code, result.duration_ms / 1000, step.status)
+        attempt_spans.recorder.note(held, outcome, step)
         await self._send_on(message, step)
         held.ack()
 

@@ -120,6 +120,8 @@ class Held:
     quick: bool = False
     #: Its window slot while handed out (``Lanes.next_ready`` takes it).
     slot: Slot | None = None
+    #: Loop time it joined its lane (how long it waited there: the attempt's span says).
+    queued_at: float = 0.0
 
     def ack(self) -> None:
         """Done with: ack it with the broker (one taken back from the database has nothing to ack)."""
@@ -257,7 +259,7 @@ class Lanes:
     def add(self, message: DeliveryMessage, receipt: Receipt | None, now: float, front: bool = False) -> Held:
         """Queue a message in its endpoint's lane (at the front: it was there first)."""
         lane = self.lane(message.endpoint_id, message.tenant_id)
-        held = Held(message, receipt, lane)
+        held = Held(message, receipt, lane, queued_at=now)
         if front:
             lane.queue.appendleft(held)
         else:

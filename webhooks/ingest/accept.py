@@ -43,6 +43,7 @@ import peewee
 from flask import current_app
 
 from webhooks import metrics
+from webhooks.catalog import registry
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.ingest import idempotency
 from webhooks.ingest.idempotency import IdempotencyConflict, request_hash
@@ -50,6 +51,7 @@ from webhooks.ingest.plan import Accepted, NewEvent, Plan, plan_rows, routes_of
 from webhooks.messaging.outbox import enqueue, message_for
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
+from webhooks.observability import tracing
 from webhooks.storage.db import database, is_postgres, retrying, write
 from webhooks.storage.ingest_sql import (
     POSTGRES,
@@ -162,17 +164,11 @@ def _store_postgres(tenant_id: str, items: Sequence[NewEvent], digests: Sequence
 
 
 def _store_generic(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], expired: list[str],
-                   exclude_endpoint: str | None, rate_limit: float | None,
-                   only_endpoint: str | None = None) -> list[Accepted]:
-    """The same statements one by one, inside the caller's ``write()`` (SQLite, or an enclosing transaction).
-
-    ``only_endpoint``: the events go to that endpoint alone, whatever types it subscribes to (a test event)."""
+                   exclude_endpoint: str | None, rate_limit: float | None) -> list[Accepted]:
+    """The same statements one by one, inside the caller's ``write()`` (SQLite, or an enclosing transaction)."""
     dialect = POSTGRES if is_postgres() else SQLITE
     now = utcnow()
     routes = routes_of(database.execute_sql(endpoints_sql(dialect), [tenant_id]).fetchall())
-    if only_endpoint is not None:
-        routes = [(endpoint_id, [], disabled, health) for endpoint_id, _, disabled, health in routes
-                  if endpoint_id == only_endpoint]
     plan = plan_rows(tenant_id, items, digests, now, routes, exclude_endpoint)
     _within_bucket(plan, rate_limit)
     bump = bump_sql(dialect, rate_limit is not None)
@@ -299,16 +295,20 @@ def accept_events(
 ) -> list[Accepted]:
     """Store the events durably, then publish their deliveries (after the answer, in a request;
     the relay covers whatever is not confirmed)."""
-    reserved = sorted({item.event_type for item in items} & OPERATIONAL_EVENT_TYPES)
+    reserved = sorted({item.event_type for item in items if item.test_endpoint is None} & OPERATIONAL_EVENT_TYPES)
     if reserved:
         raise ReservedEventType(f"{reserved[0]!r} is reserved for events the service raises itself")
     in_request = publisher is None
+    if in_request:  # what tenants post; the service's own events are its own
+        registry.of_app(current_app).check(items)
     publisher, topology, rate_limit = request_defaults(publisher, topology)
     if rate_limit is not None and len(items) > rate_limit:
         raise BatchOverRateLimit(f"a batch of {len(items)} events is more than the tenant's rate limit allows at once "
                                  f"({rate_limit:g} events per second): send smaller batches")
-    accepted = store_events(tenant, items, rate_limit=rate_limit)
+    with tracing.side_span("ingest.transaction", events=len(items)):
+        accepted = store_events(tenant, items, rate_limit=rate_limit)
     new = [a for a in accepted if not a.replayed]
+    _annotate(tenant, items, accepted)
     if new:
         messages = [message_for(d, a.event) for a in new for d in a.deliveries if d.status == DeliveryStatus.PENDING]
         if in_request:
@@ -326,15 +326,23 @@ def accept_events(
     return accepted
 
 
+def _annotate(tenant: Tenant, items: Sequence[NewEvent], accepted: Sequence[Accepted]) -> None:
+    """What the request's span says of its events (while tracing is on)."""
+    if not tracing.on():
+        return
+    types = {item.event_type for item in items}
+    replayed = sum(1 for one in accepted if one.replayed)
+    tracing.annotate(tenant_id=tenant.id, event_type=next(iter(types)) if len(types) == 1 else None,
+                     event_id=accepted[0].event.id if len(accepted) == 1 else None, events=len(items),
+                     replayed=replayed > 0, replayed_events=replayed,
+                     deliveries=sum(len(one.deliveries) for one in accepted if not one.replayed))
+
+
 def accept_test_event(tenant: Tenant, endpoint_id: str, event_type: str, payload: dict[str, Any]) -> Accepted:
-    """An event for one endpoint only (the portal's "send a test event"), then published like any
-    other: the same event row, seq, delivery, ladder and attempts, no other endpoint involved."""
-    with write():
-        accepted = _store_generic(tenant.id, [NewEvent(event_type, payload)], [None], [], None, None,
-                                  only_endpoint=endpoint_id)[0]
-    messages = [message_for(d, accepted.event) for d in accepted.deliveries if d.status == "pending"]
-    current_app.extensions["webhooks.enqueuer"].submit(messages)
-    return accepted
+    """A test event (``"test": true``) for one endpoint only, whatever it subscribes to or filters on (the
+    portal's "send a test event", ``send-example``), then published like any other: the same event row,
+    seq, delivery, ladder and attempts, no other endpoint involved; left out of the feed unless asked."""
+    return accept_events(tenant, [NewEvent(event_type, payload, test_endpoint=endpoint_id)])[0]
 
 
 def accept_event(

@@ -21,6 +21,7 @@ from webhooks.messaging.outbox import mark_enqueued, publish_messages
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
 from webhooks.turns import TurnQueue
+from webhooks.observability import tracing
 from webhooks.storage.db import release_connection
 
 log = logging.getLogger(__name__)
@@ -210,11 +211,15 @@ class BackgroundEnqueuer:
 
     def _publish_only(self, publisher: Publisher, messages: list[DeliveryMessage]) -> list[DeliveryMessage]:
         """Publish; the messages the broker confirmed (they are marked later)."""
+        started, confirmed = tracing.now_ns(), 0
         try:
-            return messages[:publish_messages(publisher, self.topology, messages)]
+            confirmed = publish_messages(publisher, self.topology, messages)
         except Exception:  # noqa: BLE001 - the relay covers anything left unmarked
             log.exception("background publish of %d messages failed; the relay will publish them", len(messages))
-            return []
+        if tracing.on():
+            tracing.publish_spans([message.traceparent for message in messages], confirmed, self.topology.primary,
+                                  started)
+        return messages[:confirmed]
 
     def _mark(self) -> None:
         """Mark every message confirmed since the last mark, in one statement."""

@@ -108,6 +108,8 @@ class Endpoint(BaseModel):
     probe_delivery_id = peewee.CharField(max_length=40, null=True)
     #: While offline, when the clock probes it next (None: ``PROBE_INTERVAL``'s first after ``offline_since``).
     next_probe_at = peewee.DateTimeField(null=True)
+    #: Only events matching this filter reach it (``webhooks.catalog.filters``); None: every event.
+    filter = JSONField(null=True)
     #: Token bucket of ``rate_limit``, shared by every worker process.
     rate_tokens = peewee.FloatField(null=True)
     rate_updated_at = peewee.DateTimeField(null=True)
@@ -127,6 +129,10 @@ class Event(BaseModel):
     event_type = peewee.CharField(max_length=128)
     payload = PayloadField()
     created_at = peewee.DateTimeField(default=utcnow)
+    #: W3C trace context of the request that posted it (tracing on), for its deliveries' attempt spans.
+    traceparent = peewee.CharField(max_length=128, null=True)
+    #: A test event (``POST /v1/endpoints/<id>/send-example``): sent to one endpoint, left out of the feed.
+    test = peewee.BooleanField(default=False)
 
     class Meta:
         indexes = (
@@ -307,8 +313,31 @@ class RetentionMark(BaseModel):
     purged_at = peewee.DateTimeField()
 
 
+class EventType(BaseModel):
+    """An entry of the event-type catalog (``webhooks.catalog``): one for the whole service.
+
+    ``version`` grows with each change of ``schema``, so a compiled validator is reused until then.
+    """
+
+    name = peewee.CharField(primary_key=True, max_length=128)
+    description = peewee.TextField(default="")
+    group_name = peewee.CharField(max_length=128, null=True)
+    #: A JSON Schema (draft 2020-12) of the payload; None: any payload.
+    schema = JSONField(null=True)
+    examples = JSONField(default=list)
+    deprecated = peewee.BooleanField(default=False)
+    #: Archived (``DELETE``): kept for history, hidden from lists, refused when ``EVENT_TYPES_STRICT``.
+    archived_at = peewee.DateTimeField(null=True)
+    version = peewee.IntegerField(default=1)
+    created_at = peewee.DateTimeField(default=utcnow)
+    updated_at = peewee.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("group_name", "name"), False),)
+
+
 #: Creation order (parents first).
 ALL_MODELS: tuple[type[BaseModel], ...] = (
     Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt, ManualAttempt, HealthChange, Alert,
-    EndpointWindow, RetentionMark,
+    EndpointWindow, RetentionMark, EventType,
 )
