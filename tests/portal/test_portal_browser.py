@@ -240,3 +240,35 @@ def test_used_expired_and_ended_links_each_have_their_page_and_another_tenants_i
     expect(stranger.get_by_role("heading", name="Page not found")).to_be_visible()
     customer.context.close()
     stranger.context.close()
+
+
+def tab_to(page: Page, name: str, limit: int = 40) -> None:
+    """Press Tab until the focused element's text or label is ``name`` (keyboard only)."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        focused = page.evaluate("""() => { const e = document.activeElement;
+            return (e.labels && e.labels.length ? e.labels[0].textContent : e.textContent || '').trim(); }""")
+        if focused == name:
+            return
+    raise AssertionError(f"{name!r} cannot be reached with Tab")
+
+
+def test_a_customer_adds_an_endpoint_and_sends_a_test_event_by_keyboard_alone(
+    browser: Browser, app: Flask, base_url: str, tenant: SimpleNamespace  # noqa: F811
+) -> None:
+    page = browser.new_context(viewport={"width": PHONE, "height": 800}).new_page()
+    page.goto(base_url + portal_link(app, tenant))
+
+    tab_to(page, "Add an endpoint")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Add an endpoint")).to_be_visible()
+    tab_to(page, "URL")
+    page.keyboard.type("http://127.0.0.1:9/by-keyboard")
+    tab_to(page, "Add the endpoint")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="http://127.0.0.1:9/by-keyboard")).to_be_visible()
+    tab_to(page, "Send a test event")
+    page.keyboard.press("Enter")
+
+    expect(page.get_by_role("heading", name="webhook.test")).to_be_visible()
+    page.context.close()
