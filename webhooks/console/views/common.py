@@ -46,18 +46,20 @@ def perform(
     *,
     event_id: str | None = None,
     actor: str | None = None,
+    shown_at: Callable[[Any], str] | None = None,
     **detail: Any,
 ) -> Response:
     """Run an action, record it in the audit log (as ``actor``, by default the staff member signed
-    in) and say how it went on the next page. The portal runs its changes through it too."""
+    in) and say how it went on the next page: ``redirect_to``, or where ``shown_at`` says its result
+    is shown. The portal runs its changes through it too."""
     try:
         result = run()
     except (actions.BrokerUnavailable, ValueError) as error:  # e.g. a cancelled delivery
         flash(f"Nothing was changed: {error}.", "error")
-    else:
-        audit.record(actor or current_staff().email, action, target_type, target_id, event_id=event_id, **detail)
-        flash(done(result), "success")
-    return redirect(redirect_to, 303)
+        return redirect(redirect_to, 303)
+    audit.record(actor or current_staff().email, action, target_type, target_id, event_id=event_id, **detail)
+    flash(done(result), "success")
+    return redirect(shown_at(result) if shown_at else redirect_to, 303)
 
 
 def read_filter(args: Any, now: Any, **fixed: Any) -> tuple[DeliveryFilter, FieldErrors]:

@@ -83,17 +83,10 @@ def endpoint_rotate(endpoint_id: str) -> Response:
 def endpoint_test(endpoint_id: str) -> Response:
     """Send a test event to this endpoint alone, then show the event: its attempt appears when it lands."""
     endpoint = live_endpoint(endpoint_id)
-    sent: dict[str, str] = {}
-
-    def send() -> None:
-        sent["id"] = actions.send_test_event(endpoint, visitor().actor).id
-
-    response = perform("send_test_event", "endpoint", endpoint.id, send,
-                       lambda _: "Test event sent. Its attempt shows below as soon as your endpoint has answered.",
-                       url_for("portal.endpoint", endpoint_id=endpoint.id), actor=visitor().actor)
-    if "id" in sent:
-        response.headers["Location"] = url_for("portal.event", event_id=sent["id"])
-    return response
+    return perform("send_test_event", "endpoint", endpoint.id, lambda: actions.send_test_event(endpoint, visitor().actor),
+                   lambda _: "Test event sent. Its attempt shows below as soon as your endpoint has answered.",
+                   url_for("portal.endpoint", endpoint_id=endpoint.id), actor=visitor().actor,
+                   shown_at=lambda event: url_for("portal.event", event_id=event.id))
 
 
 @bp.post("/endpoints/<endpoint_id>/recover")
