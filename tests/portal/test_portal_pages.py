@@ -5,6 +5,7 @@ recover; each change in the console's audit log with the session as actor."""
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 from flask import Flask
@@ -159,23 +160,43 @@ def test_the_event_page_shows_the_payload_escaped_and_every_attempt(
     assert "HTTP 500" in page and "12 ms" in page
 
 
-def test_the_event_log_lists_newest_first_and_filters(
+def test_the_event_log_lists_events_newest_first_and_filters_them(
     app: Flask, client: FlaskClient, tenant: SimpleNamespace, headers: dict[str, str]
 ) -> None:
-    create_endpoint(client, headers)
-    older = post_event(client, headers, "order.created").json["id"]
+    unheard = post_event(client, headers, "order.created").json["id"]  # before any endpoint: delivered nowhere
+    first = create_endpoint(client, headers, event_types=["order.created"])["id"]
+    second = create_endpoint(client, headers)["id"]
+    older = post_event(client, headers, "order.created").json
     newer = post_event(client, headers, "invoice.paid").json["id"]
+    failed = next(d["id"] for d in older["deliveries"] if d["endpoint_id"] == first)
+    Delivery.update(status="failed").where(Delivery.id == failed).execute()
     browser = portal_client(app, tenant)
 
     everything = text(browser.get("/portal/events"))
     invoices = text(browser.get("/portal/events?event_type=invoice.paid"))
-    failed = text(browser.get("/portal/events?status=failed"))
+    failures = text(browser.get("/portal/events?status=failed"))
+    to_second = text(browser.get(f"/portal/events?endpoint_id={second}"))
     bad = browser.get("/portal/events?since=yesterday-ish")
 
-    assert everything.index(newer) < everything.index(older)
-    assert newer in invoices and older not in invoices
-    assert "No events match" in failed
+    assert everything.index(newer) < everything.index(older["id"]) < everything.index(unheard)
+    assert "to no endpoint" in everything and "1 failed" in everything and "1 pending" in everything
+    assert newer in invoices and older["id"] not in invoices
+    assert older["id"] in failures and newer not in failures
+    assert newer in to_second and older["id"] in to_second and unheard not in to_second
     assert bad.status_code == 200 and "is not a time" in text(bad)
+    assert browser.get("/portal/events?before=not-a-number").status_code == 200
+
+
+def test_the_event_log_pages_by_fifty(app: Flask, client: FlaskClient, tenant: SimpleNamespace, headers: dict[str, str]) -> None:
+    ids = [post_event(client, headers, payload={"n": n}).json["id"] for n in range(52)]
+    browser = portal_client(app, tenant)
+
+    first = text(browser.get("/portal/events"))
+    older = re.search(r'href="(/portal/events\?before=\d+)"', first)
+
+    assert ids[-1] in first and ids[1] not in first and older
+    second = text(browser.get(older.group(1).replace("&amp;", "&")))
+    assert ids[1] in second and ids[0] in second and ids[-1] not in second
 
 
 def test_resend_and_recover_are_audited_with_the_session_as_requester(

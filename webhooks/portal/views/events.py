@@ -1,5 +1,5 @@
-"""The portal's event log (each event's delivery to each endpoint, newest first, filtered by event
-type, status, endpoint and time), an event's page (payload and every attempt), and resending one
+"""The portal's event log (the tenant's events, newest first, filtered by event type, delivery
+status, endpoint and time), an event's page (payload and every attempt), and resending one
 delivery. The console's filter and paging are reused, with the tenant fixed to the session's."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ from flask import g, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from webhooks import actions
-from webhooks.console.queries import STATUSES, UNDELIVERED, event_timelines, page
+from webhooks.console.queries import STATUSES, UNDELIVERED, event_timelines, page, row_id_cursor
 from webhooks.console.views.common import perform, read_filter
 from webhooks.portal.auth import owned_or_404, requires, visitor
 from webhooks.portal.blueprint import bp
 from webhooks.portal.capabilities import RESEND
 from webhooks.portal.forms import types_sent
+from webhooks.portal.queries import delivery_counts, events_matching
 from webhooks.storage.models import Delivery, Endpoint, Event
 from webhooks.storage.timeutil import seconds
 
@@ -30,15 +31,17 @@ REFRESH_WHILE_YOUNGER_THAN = seconds(120)
 
 @bp.get("/events")
 def events() -> str:
-    """Deliveries of the tenant's events, newest first, as the filter narrows them."""
+    """The tenant's events, newest first, as the filter narrows them, each with how it was delivered."""
     args = {key: value for key, value in request.args.items() if key not in ("tenant", "q")}
-    delivery_filter, errors = read_filter(args, g.now, tenant_ids=(visitor().tenant.id,))
-    query = delivery_filter.query() if not errors else Delivery.select().where(Delivery.id.is_null())
+    narrowed, errors = read_filter(args, g.now, tenant_ids=(visitor().tenant.id,))
+    query = events_matching(visitor().tenant.id, narrowed)
+    results = page(query, Event.seq, row_id_cursor(request.args.get("before")) if not errors else None)
     endpoints = list(Endpoint.select(Endpoint.id, Endpoint.url).where(Endpoint.tenant == visitor().tenant.id)
                      .order_by(Endpoint.id.desc()))
     return render_template(
-        "portal/events.html", results=page(query, Delivery.id, request.args.get("before")), errors=errors,
-        statuses=STATUSES, endpoints=endpoints, types=[name for name, _ in types_sent(visitor().tenant.id)],
+        "portal/events.html", results=results, errors=errors, statuses=STATUSES, endpoints=endpoints,
+        types=[name for name, _ in types_sent(visitor().tenant.id)],
+        delivered=delivery_counts([event.id for event in results.rows]),
     )
 
 
