@@ -37,9 +37,10 @@ def seed(database: Any, tenant_id: str, endpoint_id: str, events: int, attempts_
     head = "pg_temp.id_head(%(epoch_ms)s + (g * %(spacing)s)::bigint)"
     statements = [
         ID_HEAD_FUNCTION,
-        f"""INSERT INTO event (id, tenant_id, seq, event_type, payload, created_at)
+        f"""INSERT INTO event (id, tenant_id, seq, event_type, payload, created_at, test)
             SELECT 'evt_' || {head} || {ident}, %(tenant)s, g,
-                   (%(types)s::text[])[1 + g %% array_length(%(types)s::text[], 1)], '{{"order":' || g || '}}', {at}
+                   (%(types)s::text[])[1 + g %% array_length(%(types)s::text[], 1)], '{{"order":' || g || '}}', {at},
+                   false
             FROM generate_series(1, %(n)s) g""",
         f"""INSERT INTO delivery (id, tenant_id, event_id, endpoint_id, status, attempts, manual_attempts,
                                   enqueued_at, created_at, updated_at, delivered_at, last_status_code)

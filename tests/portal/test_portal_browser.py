@@ -165,6 +165,8 @@ def test_a_customer_manages_webhooks_in_the_portal_embedded_in_the_platforms_pag
 
         frame.get_by_role("link", name="Event log").click()
         expect(frame.get_by_role("heading", name="Event log")).to_be_visible()
+        expect(frame.get_by_text("Events, newest first")).to_be_visible()
+        page.wait_for_timeout(300)  # the frame's new page painted before the screenshot
         shot(page, "events")
         # A third endpoint that is down: what waits for it, and how long it takes to catch up once back.
         down = register(client, auth(tenant), "http://127.0.0.1:9/shipments", event_types=["shipment.sent"])
