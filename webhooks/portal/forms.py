@@ -3,6 +3,7 @@ messages), and the event types a tenant may pick from (those it has sent, with t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,14 @@ FIELDS = ("url", "description", "event_types", "rate_limit")
 
 #: Event types offered as checkboxes, most sent first.
 MAX_TYPES_OFFERED = 100
+
+#: Seconds a tenant's event types and their counts are reused before they are counted again.
+TYPES_FRESH_FOR = 30.0
+#: Tenants whose counts one web process keeps at most (then it forgets them all).
+MAX_TENANTS_CACHED = 10_000
+
+#: tenant id -> (monotonic time until which it is fresh, the types with their counts)
+_types_cache: dict[str, tuple[float, list[tuple[str, int]]]] = {}
 
 
 #: How the form names each field in its errors.
@@ -53,8 +62,17 @@ def read_endpoint(form: MultiDict[str, str]) -> tuple[dict[str, Any], FieldError
 
 
 def types_sent(tenant_id: str) -> list[tuple[str, int]]:
-    """The event types the tenant has sent, with how many of each, most sent first."""
+    """The event types the tenant has sent, with how many of each, most sent first (counted at most
+    every ``TYPES_FRESH_FOR`` seconds per tenant and web process: a count over every event)."""
+    now = time.monotonic()
+    cached = _types_cache.get(tenant_id)
+    if cached is not None and cached[0] > now:
+        return cached[1]
     count = fn.COUNT(Event.id)
     query = (Event.select(Event.event_type, count).where(Event.tenant == tenant_id)
              .group_by(Event.event_type).order_by(count.desc(), Event.event_type).limit(MAX_TYPES_OFFERED))
-    return list(query.tuples())
+    types = list(query.tuples())
+    if len(_types_cache) >= MAX_TENANTS_CACHED:
+        _types_cache.clear()
+    _types_cache[tenant_id] = (now + TYPES_FRESH_FOR, types)
+    return types
