@@ -48,7 +48,7 @@ def with_parked_stats(endpoints: list[Endpoint], settings: Settings) -> list[End
 
 #: At most this many of an endpoint's latest attempts make its figures: an endpoint called a
 #: million times a day is described by its latest calls, at the cost of a page of them.
-SAMPLE = 5_000
+SAMPLE = 1_000
 
 
 @dataclass(frozen=True)
