@@ -47,10 +47,11 @@ class AccessError(InvalidInput):
 
 
 class LinkRefused(Refused):
-    """A link that opens nothing: ``reason`` is ``unknown``, ``used`` or ``expired``."""
+    """A link that opens nothing: ``reason`` is ``unknown``, ``used`` or ``expired``; ``tenant_id``
+    the tenant of a link that exists."""
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    def __init__(self, reason: str, tenant_id: str | None = None) -> None:
+        self.reason, self.tenant_id = reason, tenant_id
         super().__init__(reason)
 
 
@@ -120,7 +121,7 @@ def _use(token: str) -> PortalLink:
     if link is None:
         raise LinkRefused("unknown")
     if not taken:
-        raise LinkRefused("used" if link.used_at is not None else "expired")
+        raise LinkRefused("used" if link.used_at is not None else "expired", link.tenant_id)
     return link
 
 
