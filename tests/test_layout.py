@@ -15,6 +15,7 @@ ORDER = {
     "storage": 1,
     "messaging": 2,
     "shared": 3,  # config, metrics: read by every stage, built on storage and messaging
+    "catalog": 4,  # event types, their schemas, endpoint filters: what ingestion checks and routes by
     "ingest": 4,
     "health": 5,
     "delivery": 6,

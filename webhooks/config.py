@@ -63,6 +63,13 @@ def _whole_number(name: str, text: str, rule: str) -> int:
         raise ValueError(f"{name} must be {rule} (got {text!r})") from None
 
 
+def _flag(name: str, text: str) -> bool:
+    """``0`` or ``1``, or a ValueError naming the variable."""
+    if text not in ("0", "1"):
+        raise ValueError(f"{name} must be 0 or 1 (got {text!r})")
+    return text == "1"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob the processes read; names match the environment variables."""
@@ -119,6 +126,11 @@ class Settings:
     #: Peers whose ``X-Forwarded-For``/``-Proto`` are believed (``webhooks.pages.proxy``); the
     #: variable gunicorn reads for the same purpose, with gunicorn's default. ``*``: any peer.
     forwarded_allow_ips: str = "127.0.0.1,::1"
+    #: Only types in the event-type catalog, not archived, may be posted (``webhooks.catalog``).
+    event_types_strict: bool = False
+    #: Seconds a web process keeps its copy of the catalog (schemas, archived types) before
+    #: reading it again: a change made through another process applies within this long.
+    event_types_cache: float = 5.0
     #: Seconds a portal session lasts from the moment its access link is opened (``webhooks.portal``).
     portal_session_ttl: float = 12 * 3600.0
     #: Space-separated origins that may show the portal in a frame; empty: none may.
@@ -199,6 +211,8 @@ class Settings:
             relay_grace=float(env.get("RELAY_GRACE", cls.relay_grace)),
             public_url=env.get("PUBLIC_URL", cls.public_url),
             forwarded_allow_ips=env.get("FORWARDED_ALLOW_IPS", cls.forwarded_allow_ips),
+            event_types_strict=_flag("EVENT_TYPES_STRICT", env.get("EVENT_TYPES_STRICT", "0")),
+            event_types_cache=parse_seconds(env.get("EVENT_TYPES_CACHE", "5s")),
             portal_session_ttl=parse_seconds(env.get("PORTAL_SESSION_TTL", "12h")),
             portal_frame_ancestors=env.get("PORTAL_FRAME_ANCESTORS", cls.portal_frame_ancestors),
             portal_brand_name=env.get("PORTAL_BRAND_NAME", cls.portal_brand_name),

@@ -43,6 +43,7 @@ import peewee
 from flask import current_app
 
 from webhooks import metrics
+from webhooks.catalog import registry
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.ingest import idempotency
 from webhooks.ingest.idempotency import IdempotencyConflict, request_hash
@@ -163,17 +164,11 @@ def _store_postgres(tenant_id: str, items: Sequence[NewEvent], digests: Sequence
 
 
 def _store_generic(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], expired: list[str],
-                   exclude_endpoint: str | None, rate_limit: float | None,
-                   only_endpoint: str | None = None) -> list[Accepted]:
-    """The same statements one by one, inside the caller's ``write()`` (SQLite, or an enclosing transaction).
-
-    ``only_endpoint``: the events go to that endpoint alone, whatever types it subscribes to (a test event)."""
+                   exclude_endpoint: str | None, rate_limit: float | None) -> list[Accepted]:
+    """The same statements one by one, inside the caller's ``write()`` (SQLite, or an enclosing transaction)."""
     dialect = POSTGRES if is_postgres() else SQLITE
     now = utcnow()
     routes = routes_of(database.execute_sql(endpoints_sql(dialect), [tenant_id]).fetchall())
-    if only_endpoint is not None:
-        routes = [(endpoint_id, [], disabled, health) for endpoint_id, _, disabled, health in routes
-                  if endpoint_id == only_endpoint]
     plan = plan_rows(tenant_id, items, digests, now, routes, exclude_endpoint)
     _within_bucket(plan, rate_limit)
     bump = bump_sql(dialect, rate_limit is not None)
@@ -300,10 +295,12 @@ def accept_events(
 ) -> list[Accepted]:
     """Store the events durably, then publish their deliveries (after the answer, in a request;
     the relay covers whatever is not confirmed)."""
-    reserved = sorted({item.event_type for item in items} & OPERATIONAL_EVENT_TYPES)
+    reserved = sorted({item.event_type for item in items if item.test_endpoint is None} & OPERATIONAL_EVENT_TYPES)
     if reserved:
         raise ReservedEventType(f"{reserved[0]!r} is reserved for events the service raises itself")
     in_request = publisher is None
+    if in_request:  # what tenants post; the service's own events are its own
+        registry.of_app(current_app).check(items)
     publisher, topology, rate_limit = request_defaults(publisher, topology)
     if rate_limit is not None and len(items) > rate_limit:
         raise BatchOverRateLimit(f"a batch of {len(items)} events is more than the tenant's rate limit allows at once "
@@ -342,14 +339,10 @@ def _annotate(tenant: Tenant, items: Sequence[NewEvent], accepted: Sequence[Acce
 
 
 def accept_test_event(tenant: Tenant, endpoint_id: str, event_type: str, payload: dict[str, Any]) -> Accepted:
-    """An event for one endpoint only (the portal's "send a test event"), then published like any
-    other: the same event row, seq, delivery, ladder and attempts, no other endpoint involved."""
-    with write():
-        accepted = _store_generic(tenant.id, [NewEvent(event_type, payload)], [None], [], None, None,
-                                  only_endpoint=endpoint_id)[0]
-    messages = [message_for(d, accepted.event) for d in accepted.deliveries if d.status == "pending"]
-    current_app.extensions["webhooks.enqueuer"].submit(messages)
-    return accepted
+    """A test event (``"test": true``) for one endpoint only, whatever it subscribes to or filters on (the
+    portal's "send a test event", ``send-example``), then published like any other: the same event row,
+    seq, delivery, ladder and attempts, no other endpoint involved; left out of the feed unless asked."""
+    return accept_events(tenant, [NewEvent(event_type, payload, test_endpoint=endpoint_id)])[0]
 
 
 def accept_event(
