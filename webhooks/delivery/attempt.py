@@ -184,10 +184,11 @@ def _stored_body(body: bytes) -> str | None:
 
 def _log(message: DeliveryMessage, verdict: Verdict, step: Step, result: HttpResult) -> None:
     log.info(
-        "attempted delivery=%s event=%s endpoint=%s attempt=%d trigger=%s result=%s status=%s ms=%.0f%s",
+        "attempted delivery=%s event=%s endpoint=%s attempt=%d trigger=%s result=%s status=%s ms=%.0f%s%s",
         message.delivery_id, message.event_id, message.endpoint_id, message.attempt, message.trigger,
         verdict.summary, step.status, result.duration_ms,
         f" next_attempt_at={step.next_attempt_at.isoformat()}Z" if step.next_attempt_at else "",
+        f" trace_id={message.traceparent[3:35]}" if message.traceparent else "",  # its span is made later
     )
     if step.exhausted:  # a failed resend outside the ladder is not dead-lettered again
         log.warning("dead-lettered delivery=%s event=%s after %d attempts", message.delivery_id, message.event_id, message.attempt)
