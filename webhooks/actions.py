@@ -204,14 +204,20 @@ def _release_if_stranded(endpoint: Endpoint) -> None:
 @retrying
 def delete_endpoint(endpoint: Endpoint) -> None:
     """Soft-delete ``endpoint`` (its attempts stay visible) and cancel what it was still owed."""
-    now = utcnow()
     with write():
-        Endpoint.update(deleted_at=now, updated_at=now).where(Endpoint.id == endpoint.id).execute()
-        (
-            Delivery.update(status=DeliveryStatus.CANCELLED, next_attempt_at=None, updated_at=now)
-            .where((Delivery.endpoint == endpoint) & Delivery.status.in_(UNFINISHED_STATUSES))
-            .execute()
-        )
+        delete_endpoints(Endpoint.id == endpoint.id, Delivery.endpoint == endpoint, utcnow())
+
+
+def delete_endpoints(endpoints: Any, deliveries: Any, now: datetime) -> None:
+    """Soft-delete the live endpoints matching ``endpoints`` and cancel the unfinished deliveries
+    matching ``deliveries`` (theirs). A worker's attempt in flight ends and is recorded; nothing
+    more is attempted (the worker drops a message whose delivery is cancelled). In a transaction."""
+    Endpoint.update(deleted_at=now, updated_at=now).where(endpoints & Endpoint.deleted_at.is_null()).execute()
+    (
+        Delivery.update(status=DeliveryStatus.CANCELLED, next_attempt_at=None, updated_at=now)
+        .where(deliveries & Delivery.status.in_(UNFINISHED_STATUSES))
+        .execute()
+    )
 
 
 @retrying

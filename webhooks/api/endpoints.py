@@ -111,7 +111,7 @@ class Endpoints(MethodView):
         except actions.EndpointLimitReached as error:
             abort(409, message=str(error))
         with_parked_stats([endpoint])
-        return endpoint, {"Location": url_for("endpoints.Endpoint", endpoint_id=endpoint.id)}
+        return endpoint, {"Location": url_for(".Endpoint", endpoint_id=endpoint.id)}
 
 
 @blp.route("/<endpoint_id>", endpoint="Endpoint")

@@ -127,7 +127,7 @@ class Events(MethodView):
         except EventsRejected as error:
             abort(422, message=_rejected_message(data["event_type"], error.problems[0]),
                   errors={"json": error.problems[0]})
-        response_headers = {"Location": url_for("events.Event", event_id=accepted.event.id)}
+        response_headers = {"Location": url_for(".Event", event_id=accepted.event.id)}
         if accepted.replayed:
             response_headers[REPLAYED_HEADER] = "true"
         return jsonify(accepted_body(accepted.event, accepted.deliveries)), 202, response_headers

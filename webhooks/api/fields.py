@@ -145,3 +145,11 @@ class FilterField(fields.Raw):
         except FilterError as error:
             raise ValidationError({error.path or "_filter": [error.message]}) from None
         return value or None
+
+
+def metadata_field(**kwargs: Any) -> fields.Dict:
+    """Free-form string metadata (an endpoint's, a tenant's): at most ``MAX_METADATA_KEYS`` keys,
+    each value at most 1000 characters. Keys are any strings (OpenAPI 3.0 cannot state a bound on
+    keys; the body size bounds them)."""
+    return fields.Dict(keys=fields.String(), values=fields.String(validate=validate.Length(max=1000)),
+                       validate=validate.Length(max=MAX_METADATA_KEYS), **kwargs)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.api.fields import (
-    DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, FilterField, MAX_EVENT_TYPES, MAX_METADATA_KEYS, MAX_PAGE_SIZE, MAX_SEQ,
+    DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, FilterField, MAX_EVENT_TYPES, MAX_PAGE_SIZE, MAX_SEQ,
     MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, StrictBoolean, UtcDateTime, cursor_field, id_pattern, parses_as_url,
-    unique, valid_secret,
+    metadata_field, unique, valid_secret,
 )
 from webhooks.delivery.netguard import URL_PATTERN
 from webhooks.delivery.signing import SCHEMES, public_key, scheme_of, shared_secret
@@ -48,12 +48,7 @@ class EndpointCreateSchema(Schema):
         validate=validate.Range(1, 10_000),
         metadata={"description": "Calls per second at most; null for no limit."},
     )
-    # Keys are any strings (OpenAPI 3.0 cannot state a bound on keys; the body size bounds them).
-    metadata = fields.Dict(
-        keys=fields.String(),
-        values=fields.String(validate=validate.Length(max=1000)),
-        validate=validate.Length(max=MAX_METADATA_KEYS),
-    )
+    metadata = metadata_field()
     contact_email = fields.Email(
         allow_none=True,
         validate=validate.Length(max=320),

@@ -58,6 +58,7 @@ def bump_sql(dialect: Dialect, limited: bool) -> str:
     since it was last used, capped at one second's worth). Parameters: ``bump_params``.
 
     The remaining tokens come back negative when there were fewer than n: the caller rolls back.
+    A deleted tenant's row is not bumped (no row comes back): it takes no event, whatever key.
     """
     p = dialect.param
     sets = [f'"event_seq" = "event_seq" + {p}']
@@ -68,7 +69,7 @@ def bump_sql(dialect: Dialect, limited: bool) -> str:
             f"{dialect.greatest}(0, {elapsed}) * {p}, {p})) - {p}",
             f'"ingest_updated_at" = {dialect.greatest}(COALESCE("ingest_updated_at", {p}), {p})',
         ]
-    return (f"UPDATE {table(Tenant)} SET {', '.join(sets)} WHERE \"id\" = {p} "
+    return (f"UPDATE {table(Tenant)} SET {', '.join(sets)} WHERE \"id\" = {p} AND \"deleted_at\" IS NULL "
             f'RETURNING "event_seq", "ingest_tokens"')
 
 

@@ -51,8 +51,18 @@ class BaseModel(peewee.Model):
 
 
 class Tenant(BaseModel):
+    """A platform's customer: its own endpoints, events, keys and history.
+
+    ``name`` and ``uid`` are unique among live tenants (migration 0015's partial indexes):
+    a deleted tenant frees both at once, and the clock purges its rows later
+    (``webhooks.tenants``).
+    """
+
     id = peewee.CharField(primary_key=True, max_length=40)
     name = peewee.CharField(max_length=200)
+    #: The platform's own id for its customer, accepted wherever a tenant id is.
+    uid = peewee.CharField(max_length=64, null=True)
+    metadata = JSONField(default=dict)
     #: Where alerts about the tenant's endpoints go when an endpoint has no contact of its own.
     contact_email = peewee.CharField(max_length=320, null=True)
     #: Last ``seq`` handed out; bumped inside each event's transaction (cursor = commit order).
@@ -61,17 +71,21 @@ class Tenant(BaseModel):
     #: Token bucket of ``INGEST_RATE_LIMIT``, refilled on use; None means full.
     ingest_tokens = peewee.FloatField(null=True)
     ingest_updated_at = peewee.DateTimeField(null=True)
+    #: Soft delete: its keys stop, it takes no events, its unfinished deliveries are cancelled.
+    deleted_at = peewee.DateTimeField(null=True)
 
 
 class ApiKey(BaseModel):
-    """A tenant's key ``<id>.<secret>``: looked up by id, SHA-256 of the secret stored.
+    """A tenant's key ``<id>.<secret>``, or the platform's (``tenant`` is None): looked up by id,
+    SHA-256 of the secret stored. One mechanism for both owners (``webhooks.ingest.auth_keys``).
 
     A tenant may hold several, each with a name. A key replaced by a rotation keeps working
     until ``expires_at`` (the overlap); a revoked one stops at once (within the key cache's lifetime).
     """
 
     id = peewee.CharField(primary_key=True, max_length=40)
-    tenant = peewee.ForeignKeyField(Tenant, backref="api_keys", on_delete="CASCADE")
+    #: None: a platform key (``/v1/tenants…``), not a tenant's.
+    tenant = peewee.ForeignKeyField(Tenant, backref="api_keys", on_delete="CASCADE", null=True)
     name = peewee.CharField(max_length=100, default="default")
     secret_hash = peewee.CharField(max_length=64)
     created_at = peewee.DateTimeField(default=utcnow)
