@@ -90,6 +90,14 @@ def require_tenant() -> None:
     tracing.annotate(tenant_id=g.tenant.id)
 
 
+def require_any_key() -> None:
+    """``before_request`` of what every key may read (the event-type catalog): a tenant key or a platform
+    key, else 401; a tenant key's tenant in ``g.tenant``."""
+    holder = _key_holder()
+    if not holder.is_platform:
+        g.tenant = holder.tenant
+
+
 def require_platform() -> None:
     """``before_request`` of ``/v1/tenants``: a platform key, else 401 or 403."""
     if not _key_holder().is_platform:

@@ -46,16 +46,24 @@ SCHEMES = {
 }
 
 
+#: The event-type catalog's paths: read with either key, written with a platform key.
+CATALOG_PREFIX = "/v1/event-types"
+
+
 class KeySchemesPlugin(BasePlugin):
-    """Operations under ``/v1/tenants`` name the platform scheme; the rest keep the document's default."""
+    """Operations under ``/v1/tenants`` name the platform scheme, the catalog's name both to read and the
+    platform's to write; the rest keep the document's default."""
 
     def operation_helper(self, path: str | None = None, operations: dict[str, Any] | None = None,
                          **kwargs: Any) -> None:
-        if not (path or "").startswith(PLATFORM_PREFIX):
+        path = path or ""
+        if not path.startswith((PLATFORM_PREFIX, CATALOG_PREFIX)):
             return
         for method, operation in (operations or {}).items():
             if method != "parameters" and isinstance(operation, dict):
-                operation["security"] = [{PLATFORM_SCHEME: []}]
+                reads_catalog = path.startswith(CATALOG_PREFIX) and method == "get"
+                operation["security"] = ([{TENANT_SCHEME: []}, {PLATFORM_SCHEME: []}] if reads_catalog
+                                         else [{PLATFORM_SCHEME: []}])
 
 
 def document_schemes(api: Api) -> None:

@@ -110,11 +110,13 @@ class _Compiler:
 class Filter:
     """A compiled filter: ``matches(event)`` at fan-out, ``explain(event)`` for a person."""
 
-    __slots__ = ("root", "spec", "matches")
+    __slots__ = ("root", "spec", "matches", "equality")
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.root = _Compiler().conditions(spec, "", top=True)
+        #: What ``FilterIndex`` files it under (found once, not for every batch that routes with it).
+        self.equality = necessary_equality(self.root)
         #: Does ``event`` match? The tree as one Python function (``filter_code``), or the tree itself.
         self.matches: Callable[[Mapping[str, Any]], bool] = function_of(self.root) or self.root.matches
 
@@ -189,7 +191,7 @@ class FilterIndex:
         self._paths: dict[tuple[str, ...], dict[tuple[str, Any], set[str]]] = {}
         self._always: set[str] = set()
         for key, compiled_filter in filters:
-            found = necessary_equality(compiled_filter.root)
+            found = compiled_filter.equality
             if found is None:
                 self._always.add(key)
             else:
