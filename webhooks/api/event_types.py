@@ -1,7 +1,7 @@
 """/v1/event-types: the event-type catalog (``webhooks.catalog``), its JSON Schemas and examples.
 
-Read with a tenant key; written (POST, PATCH, DELETE) with the key ``require_catalog_writer``
-takes. ``GET /v1/event-types.schema.json`` is the whole catalog as one JSON Schema document,
+Read with a tenant key or a platform key; written (POST, PATCH, DELETE) with a platform key
+(``require_catalog_writer``). ``GET /v1/event-types.schema.json`` is the whole catalog as one JSON Schema document,
 for code generators.
 """
 
@@ -14,7 +14,7 @@ from flask.views import MethodView
 from flask_smorest import abort
 from marshmallow import Schema, fields, validate
 
-from webhooks.api.auth import require_tenant
+from webhooks.api.auth import require_any_key, require_platform_key
 from webhooks.api.fields import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, UtcDateTime
 from webhooks.api.parsing import Blueprint
 from webhooks.catalog import store
@@ -24,7 +24,7 @@ from webhooks.event_types import EVENT_TYPE_PATTERN
 
 blp = Blueprint("event_types", __name__, url_prefix="/v1/event-types",
                 description="The event-type catalog: names, descriptions, JSON Schemas of the payload, examples")
-blp.before_request(require_tenant)
+blp.before_request(require_any_key)
 
 #: The body of PATCH: every field optional.
 EVENT_TYPE_UPDATE = EventTypeUpdateSchema(partial=True)
@@ -73,8 +73,8 @@ class CatalogDocumentSchema(Schema):
 
 
 def require_catalog_writer() -> None:
-    """Who may write the catalog (checked before a write)."""
-    return None
+    """Who may write the catalog (checked before a write): the platform, not a tenant."""
+    require_platform_key("writing the event-type catalog")
 
 
 def _entry_or_404(name: str) -> store.Entry:
@@ -143,7 +143,7 @@ class EventTypeItem(MethodView):
 
 schema_blp = Blueprint("event_types_document", __name__, url_prefix="/v1",
                        description="The event-type catalog as one JSON Schema document")
-schema_blp.before_request(require_tenant)
+schema_blp.before_request(require_any_key)
 
 
 @schema_blp.route("/event-types.schema.json")
