@@ -24,11 +24,13 @@ ORDER = {
     "api": 9,
     "console": 9,
     "portal": 9,  # the customer portal: on the page kit, beside the console (whose audit log it writes)
+    "platform": 9,  # tenants: the platform's customers, made by the API and the CLI; a delete ends their portal sessions
     "top": 10,  # the entry points: app, web, worker, clock, cli, listen
 }
 HELPERS = {"durations", "logs", "event_types", "turns", "secrecy", "errors"}
 SHARED = {"config", "metrics"}
 SERVICES = {"actions", "readiness"}
+PLATFORM = {"tenants"}
 
 
 def place(module: str) -> str:
@@ -38,7 +40,7 @@ def place(module: str) -> str:
         return "top"
     if parts[0] in ORDER:
         return parts[0]
-    for name, modules in (("helpers", HELPERS), ("shared", SHARED), ("services", SERVICES)):
+    for name, modules in (("helpers", HELPERS), ("shared", SHARED), ("services", SERVICES), ("platform", PLATFORM)):
         if parts[0] in modules:
             return name
     return "top"
