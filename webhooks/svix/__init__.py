@@ -1,7 +1,7 @@
 """The Svix API's common subset at ``/api/v1/…``, a second way in for the Svix SDKs: a translation
 layer onto our own models and the functions the ``/v1`` views call, authenticated by a platform key.
 
-``wire`` holds the wire rules (camelCase, pages, errors); ``apps`` maps applications to tenants.
+``wire`` holds the wire rules (camelCase, pages, errors); ``apps`` maps applications to tenants, ``endpoints`` endpoints to ours.
 May import what ``webhooks.api`` imports, and ``webhooks.api`` itself (its schemas and key check).
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 from flask import Blueprint, Flask, request
 
 from webhooks.api.auth import require_platform
-from webhooks.svix import apps, wire
+from webhooks.svix import apps, endpoints, wire
 
 blp = Blueprint("svix", __name__, url_prefix=wire.PREFIX)
 
@@ -30,7 +30,7 @@ def _authenticate() -> None:
         require_platform()
 
 
-for _part in (apps,):
+for _part in (apps, endpoints):
     blp.register_blueprint(_part.blp)
 
 

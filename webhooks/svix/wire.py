@@ -59,8 +59,10 @@ def error_response(error: HTTPException) -> tuple[dict[str, Any], int, dict[str,
     data = getattr(error, "data", None) or {}
     headers = dict(data.get("headers") or {})
     detail = data.get("message") or error.description or CODES.get(status, "error")
-    if status == 422 and data.get("messages"):
-        return {"detail": validation_detail(data["messages"])}, status, headers
+    if status == 422 and data.get("errors"):  # flask-smorest's {location: {field: [msg]}}
+        return {"detail": [item for location, messages in data["errors"].items()
+                           for item in validation_detail(messages, "body" if location == "json" else location)]
+                }, status, headers
     return {"code": CODES.get(status, "error"), "detail": detail}, status, headers
 
 
@@ -94,6 +96,11 @@ def body() -> dict[str, Any]:
     if not isinstance(data, dict):
         invalid(["body"], "the body must be a JSON object", "type_error.dict")
     return data
+
+
+def has_body() -> bool:
+    """Did the request send a body (an optional one, like a rotation's)?"""
+    return bool(request.get_data(cache=True))
 
 
 def load(schema: Schema, data: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
