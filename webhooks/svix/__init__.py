@@ -1,7 +1,8 @@
 """The Svix API's common subset at ``/api/v1/…``, a second way in for the Svix SDKs: a translation
 layer onto our own models and the functions the ``/v1`` views call, authenticated by a platform key.
 
-``wire`` holds the wire rules (camelCase, pages, errors); ``apps`` maps applications to tenants, ``endpoints`` endpoints to ours.
+``wire`` holds the wire rules (camelCase, pages, errors); ``apps`` maps applications to tenants, ``endpoints`` endpoints to ours,
+``messages`` messages to events, ``attempts`` attempts (and resends) to ours.
 May import what ``webhooks.api`` imports, and ``webhooks.api`` itself (its schemas and key check).
 """
 
@@ -12,7 +13,7 @@ from typing import Any
 from flask import Blueprint, Flask, request
 
 from webhooks.api.auth import require_platform
-from webhooks.svix import apps, endpoints, wire
+from webhooks.svix import apps, attempts, endpoints, messages, wire
 
 blp = Blueprint("svix", __name__, url_prefix=wire.PREFIX)
 
@@ -30,7 +31,7 @@ def _authenticate() -> None:
         require_platform()
 
 
-for _part in (apps, endpoints):
+for _part in (apps, endpoints, messages, attempts):
     blp.register_blueprint(_part.blp)
 
 

@@ -48,7 +48,7 @@ def _fields(data: dict[str, Any]) -> dict[str, Any]:
     return {ours: data[theirs] for theirs, ours in FIELDS.items() if theirs in data}
 
 
-def _create(fields: dict[str, Any]) -> Tenant:
+def create(fields: dict[str, Any]) -> Tenant:
     try:
         return tenants.create_tenant(fields["name"], fields.get("uid"), fields.get("metadata"))
     except tenants.TenantTaken as error:
@@ -60,6 +60,11 @@ def _update(tenant: Tenant, fields: dict[str, Any]) -> Tenant:
         return tenants.update_tenant(tenant, fields)
     except tenants.TenantTaken as error:
         wire.fail(409, str(error))
+
+
+def create_from(data: dict[str, Any]) -> Tenant:
+    """A new application from a Svix ``ApplicationIn`` body (also a message's ``application``)."""
+    return create(wire.load(CREATE, _fields(data)))
 
 
 @blp.get("/app")
@@ -75,7 +80,7 @@ def create_app() -> tuple[dict[str, Any], int]:
         existing = auth_keys.tenant_by_ref(fields["uid"])
         if existing is not None and existing.uid == fields["uid"]:
             return show(existing), 200
-    return show(_create(fields)), 201
+    return show(create(fields)), 201
 
 
 @blp.get("/app/<app_id>")
@@ -89,7 +94,7 @@ def upsert_app(app_id: str) -> tuple[dict[str, Any], int]:
     fields = wire.load(CREATE, _fields(wire.body()))
     tenant = auth_keys.tenant_by_ref(app_id)
     if tenant is None:
-        return show(_create({"uid": app_id, **fields})), 201
+        return show(create({"uid": app_id, **fields})), 201
     return show(_update(tenant, {"uid": None, "metadata": {}, **fields})), 200
 
 
