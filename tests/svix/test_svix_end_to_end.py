@@ -4,9 +4,12 @@ a message; a real receiver verifies it with ``standardwebhooks``; list its attem
 from __future__ import annotations
 
 from typing import Callable
+from urllib.parse import urlsplit
+
+from flask.testing import FlaskClient
 
 from standardwebhooks import Webhook
-from svix.api import ApplicationIn, EndpointIn, MessageAttemptListByMsgOptions, MessageIn, Svix
+from svix.api import AppPortalAccessIn, ApplicationIn, EndpointIn, MessageAttemptListByMsgOptions, MessageIn, Svix
 
 from tests.conftest import wait_until
 from tests.receivers import Receiver
@@ -44,3 +47,14 @@ def test_the_sdk_sends_a_verified_webhook_lists_its_attempt_and_resends_it(
         assert [a.trigger_type for a in both] == [1, 0]
         by_endpoint = svix_client.message_attempt.list_by_endpoint(app.id, endpoint.id).data
         assert {a.id for a in by_endpoint} == {a.id for a in both}
+
+
+def test_the_portal_link_opens_our_portal_for_the_application(svix_client: Svix, client: FlaskClient) -> None:
+    svix_client.application.create(ApplicationIn(name="Acme", uid="cus_42"))
+
+    link = svix_client.authentication.app_portal_access("cus_42", AppPortalAccessIn(capabilities=["ViewBase"]))
+
+    assert link.url.endswith(link.token)
+    opened = client.get(urlsplit(link.url).path)
+    assert opened.status_code in (302, 303), opened.status_code
+    assert client.get(opened.headers["Location"]).status_code == 200
