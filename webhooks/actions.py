@@ -15,6 +15,7 @@ from typing import Any
 from webhooks.errors import BrokerError, InvalidInput
 from webhooks.config import ProbeInterval, Settings
 from webhooks.delivery import netguard
+from webhooks.delivery.destinations import check_target
 from webhooks.delivery.signing import generate_key
 from webhooks.health import presence, probes
 from webhooks.storage import db
@@ -245,7 +246,7 @@ def target_problem(url: str, settings: Settings) -> str | None:
     """Why ``url`` may not be called (the SSRF rules of ``netguard``), or None."""
     policy = netguard.TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks)
     try:
-        netguard.check_url(url, policy)
+        check_target(url, policy)
     except (netguard.BlockedAddress, ValueError) as error:  # UnresolvableHost is a BlockedAddress
         return str(error)
     return None

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from marshmallow import ValidationError, fields, validate
 
 from webhooks.catalog.filters import FilterError, compile_filter
-from webhooks.delivery.netguard import split_url
+from webhooks.delivery.destinations import split_target
 from webhooks.delivery.signing import SCHEMES, is_valid_secret
 from webhooks.event_types import EVENT_TYPE_PATTERN
 from webhooks.storage.ids import ALPHABET
@@ -79,9 +79,9 @@ class StrictBoolean(fields.Boolean):
 
 
 def parses_as_url(value: str) -> None:
-    """Belt and braces behind ``URL_PATTERN``: the URL parses as the sender will parse it."""
+    """Belt and braces behind ``URL_PATTERN``: the URL names a kind of destination and parses as it will."""
     try:
-        split_url(value)
+        split_target(value)
     except ValueError as error:
         raise ValidationError(str(error)) from None
 

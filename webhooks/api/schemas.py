@@ -13,7 +13,7 @@ from webhooks.api.fields import (
     MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, StrictBoolean, UtcDateTime, cursor_field, id_pattern, parses_as_url,
     metadata_field, unique, valid_secret,
 )
-from webhooks.delivery.netguard import URL_PATTERN
+from webhooks.delivery.destinations import URL_PATTERN
 from webhooks.delivery.signing import SCHEMES, public_key, scheme_of, shared_secret
 from webhooks.durations import parse_seconds, pattern_up_to
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES

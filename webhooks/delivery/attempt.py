@@ -20,6 +20,7 @@ from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
 from webhooks.delivery.lanes import Held, Slot
 from webhooks.delivery.database_work import Stopping
+from webhooks.delivery.destinations import Parcel
 from webhooks.delivery.runtime import Runtime
 from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, counts_towards_offline, without_nul
 from webhooks.delivery.window import Signal, signal_of
@@ -107,7 +108,7 @@ class Attempts:
         assert held.slot is not None
         sent_at = self.rt.loop.time()
         held.slot.goes_out(sent_at)
-        result = await self.rt.sender.post(endpoint.url, request.headers, request.body)
+        result = await self.rt.destinations.deliver(endpoint.url, Parcel(message.event_id, message.event_type, request))
         self.release(held.slot, signal_of(result.status_code, result.error_class))
 
         verdict = classify(result.status_code, result.headers, result.error_class, result.error)
@@ -136,7 +137,7 @@ class Attempts:
             held.ack()
             return
         _log(message, verdict, step, result)
-        metrics.observe_attempt(result.status_code, result.duration_ms / 1000, step.status)
+        metrics.observe_attempt(result.status_code, result.error_class, result.duration_ms / 1000, step.status)
         attempt_spans.recorder.note(held, outcome, step)
         await self._send_on(message, step)
         held.ack()

@@ -375,6 +375,12 @@ def check_url(url: str, policy: TargetPolicy, resolver: Resolver | None = None) 
     are refused then, and the connect-time check refuses them again.
     """
     _, host, port = split_url(url)
+    check_host(host, port, policy, resolver)
+
+
+def check_host(host: str, port: int, policy: TargetPolicy, resolver: Resolver | None = None) -> None:
+    """``check_url``'s rule for one host of any kind of destination (HTTP, Redis, …): it resolves
+    only to allowed addresses (a name that does not resolve yet passes under ``allow_private``)."""
     try:
         addresses = resolve(host, port, resolver)
     except UnresolvableHost:

@@ -1,0 +1,67 @@
+"""What every kind of destination is: the one interface the engine delivers through.
+
+An endpoint's ``url`` names its destination; the scheme picks the kind (``http``/``https``:
+an HTTP receiver; more kinds in this package). A kind is two things:
+
+- a ``Kind``: how a URL of its schemes is checked where it is registered (its pattern for the
+  API and the OpenAPI document, and ``split``, which names the host the SSRF guard checks);
+- a ``Destination``: what the engine calls to deliver one signed ``Parcel`` to a URL of its
+  schemes. It never raises for a problem of the destination (down, refused, timed out): it
+  answers an ``HttpResult`` like the HTTP receiver's, which the ladder, the window and the
+  attempt log already read: a kind without HTTP statuses answers ``status_code=None`` with
+  ``error_class=None`` when the destination took the delivery (``body`` holds what it said,
+  e.g. a stream entry's id), or an ``error_class`` and ``error`` when it did not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from webhooks.delivery.http_result import HttpResult
+from webhooks.delivery.outgoing import OutgoingRequest
+
+
+@dataclass(frozen=True)
+class Parcel:
+    """One signed delivery, as every kind receives it: the Standard Webhooks request and the event it carries."""
+
+    event_id: str
+    event_type: str
+    request: OutgoingRequest
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How URLs of one kind of destination are recognised and checked where they are registered."""
+
+    #: What people call it ("HTTP", "Redis stream").
+    name: str
+    #: The URL schemes of this kind, lower-case.
+    schemes: tuple[str, ...]
+    #: The URLs of this kind the API accepts, as a regex that reads the same in Python and ECMA
+    #: (anchored, ``$(?!\n)``), so the OpenAPI document states exactly what the server enforces.
+    pattern: str
+    #: ``(scheme, host, port)`` of a URL of this kind, or ValueError naming what is wrong with it.
+    split: Callable[[str], tuple[str, str, int]]
+
+
+class Destination(Protocol):
+    """Delivers parcels to the URLs of one kind; built inside the running loop, shared by every delivery."""
+
+    kind: Kind
+
+    async def deliver(self, url: str, parcel: Parcel) -> HttpResult:
+        """Deliver ``parcel`` to ``url`` within the destination's deadline; problems come back in the result."""
+        ...
+
+    async def close(self) -> None:
+        """Close every connection kept; the destination cannot be used afterwards."""
+        ...
+
+
+def failure(error_class: str, error: str, duration_ms: float = 0.0) -> HttpResult:
+    """The result of a delivery that reached no destination (or was refused by one without HTTP statuses)."""
+    return HttpResult(status_code=None, headers={}, body=b"", duration_ms=duration_ms, error_class=error_class,
+                      error=error)
