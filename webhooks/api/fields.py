@@ -15,6 +15,7 @@ from webhooks.catalog.filters import FilterError, compile_filter
 from webhooks.delivery.destinations import split_target
 from webhooks.delivery.signing import SCHEMES, is_valid_secret
 from webhooks.event_types import EVENT_TYPE_PATTERN
+from webhooks.secrecy import mask
 from webhooks.storage.ids import ALPHABET
 from webhooks.storage.timeutil import isoformat, to_naive_utc
 
@@ -76,6 +77,13 @@ class StrictBoolean(fields.Boolean):
         if not isinstance(value, bool):
             raise self.make_error("invalid", input=value)
         return value
+
+
+class ShownUrl(fields.String):
+    """An endpoint's URL as it is shown: a destination's password masked (``redis://user:***@host/…``)."""
+
+    def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> str | None:
+        return None if value is None else mask(str(value))
 
 
 def parses_as_url(value: str) -> None:

@@ -10,7 +10,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.api.fields import (
     DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, FilterField, MAX_EVENT_TYPES, MAX_PAGE_SIZE, MAX_SEQ,
-    MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, StrictBoolean, UtcDateTime, cursor_field, id_pattern, parses_as_url,
+    MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, ShownUrl, StrictBoolean, UtcDateTime, cursor_field, id_pattern, parses_as_url,
     metadata_field, unique, valid_secret,
 )
 from webhooks.delivery.destinations import URL_PATTERN
@@ -30,10 +30,12 @@ class EndpointCreateSchema(Schema):
         validate=[
             validate.Length(1, MAX_URL_LENGTH),
             parses_as_url,  # the specific reason first (a 422 shows each field's first)
-            validate.Regexp(URL_PATTERN, error="must be an http:// or https:// URL with a host name or IP address"),
+            validate.Regexp(URL_PATTERN, error="must be an http(s):// or redis(s):// URL with a host name or IP address"),
         ],
-        metadata={"description": "Where events are POSTed: `http://` or `https://`, a host name or IP address, "
-                                 "an optional port and path (printable ASCII; percent-encode the rest)."},
+        metadata={"description": "Where events go, by scheme. `http://` or `https://`: POSTed there (a host name or "
+                                 "IP address, an optional port and path). `redis://[user:password@]host:port/db?stream="
+                                 "NAME[&maxlen=N]` or `rediss://` (TLS): added to a Redis stream. Printable ASCII; "
+                                 "percent-encode the rest. A password in the URL is never shown again."},
     )
     event_types = fields.List(
         fields.String(validate=EVENT_TYPE),
@@ -217,7 +219,7 @@ LAST_SUCCESS_AT = UtcDateTime(
 
 class EndpointSchema(Schema):
     id = fields.String()
-    url = fields.String()
+    url = ShownUrl(metadata={"description": "Where events go; a password in it shows as `***`."})
     description = fields.String()
     event_types = fields.List(fields.String())
     rate_limit = fields.Integer(allow_none=True)

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from webhooks import metrics
+from webhooks.secrecy import mask
 from webhooks.delivery.claims import Claim, ClaimState
 from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
@@ -168,7 +169,7 @@ def attempt_fields(
     return {
         "started_at": started,
         "duration_ms": round(result.duration_ms, 2),
-        "url": url,
+        "url": mask(url),  # a destination's password is never shown
         "request_headers": headers,
         "response_status": result.status_code,
         "response_headers": result.headers or None,

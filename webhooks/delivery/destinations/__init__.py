@@ -3,7 +3,8 @@
 ``base`` is the interface (``Destination``, ``Parcel``, ``Kind``); ``kinds`` lists the kinds
 by scheme and checks a URL where it is registered (its pattern, its host through the SSRF
 guard); ``router.Destinations`` is what the engine calls. One module per kind: ``http``
-(``http://``, ``https://``, through ``sender``).
+(``http://``, ``https://``, through ``sender``), ``redis_streams`` (``redis://``, ``rediss://``:
+XADD to a stream).
 """
 
 from webhooks.delivery.destinations.base import Destination, Kind, Parcel
