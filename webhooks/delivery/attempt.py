@@ -20,7 +20,7 @@ from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
 from webhooks.delivery.lanes import Held
 from webhooks.delivery.runtime import Runtime, Stopping
-from webhooks.delivery.http_result import HttpResult, without_nul
+from webhooks.delivery.http_result import HttpResult, kept_headers, without_nul
 from webhooks.delivery.window import Signal, signal_of
 from webhooks.storage.ids import new_id
 from webhooks.messaging.messages import DeliveryMessage
@@ -172,7 +172,8 @@ def attempt_fields(
         "url": url,
         "request_headers": headers,
         "response_status": result.status_code,
-        "response_headers": result.headers or None,
+        # Capped again here: a result from any destination is stored within the same bound.
+        "response_headers": kept_headers(result.headers.items()) or None,
         "response_body": _stored_body(result.body),
         "error_class": verdict.error_class,
         "error": result.error if verdict.delivered else verdict.summary,
