@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import peewee
 
-from webhooks import logs
+from webhooks import logs, sealing
 from webhooks.delivery import sweeper
 from webhooks.health import alert_emails, operational, probes, recovery
 from webhooks.storage import db, retention
@@ -258,6 +258,7 @@ def main() -> int:
     logs.configure()
     settings = Settings.from_env()
     db.init_database(settings.database_url)
+    sealing.configure(settings.secrets_key)  # opens the endpoints' secrets (instance/secrets_key if unset)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
