@@ -24,11 +24,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         OPENAPI_VERSION="3.0.3",
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
-        JSON_SORT_KEYS=False,
     )
     app.config.update(config)
     # Payloads keep the order their keys were received in (the feed ``flask listen`` signs
-    # from included). Flask 2.3+ ignores JSON_SORT_KEYS above; this is its setting now.
+    # from included).
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["webhooks.settings"] = settings
 
@@ -44,10 +43,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     init_web(app)
     site_files.init_app(app)
 
-    from webhooks import cli, console, listen, secrets_cli
+    from webhooks import cli, console, listen, portal, secrets_cli
 
     cli.init_app(app)
     secrets_cli.init_app(app)
     console.init_app(app)
+    portal.init_app(app)
     listen.init_app(app)
     return app

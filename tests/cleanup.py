@@ -1,6 +1,7 @@
 """Delete what earlier, interrupted test runs left behind: ``test_*`` queues and databases.
 
-Run by ``./dev test`` before the suite (decision 20). Uses ``rabbitmqctl`` to list
+Run by ``./dev test`` before the suite, so queues of runs that were killed do not pile up
+on the shared broker. Uses ``rabbitmqctl`` to list
 queues (the management plugin may be off) and deletes them over AMQP. A test session
 names its queues and database ``test_<pid>_<hex>``; only those whose process is gone
 are stale, so a suite running beside another (two checkouts, a developer and CI) keeps

@@ -29,6 +29,7 @@ from webhooks.cli import create_tenant, migrate
 from webhooks.config import Settings
 from webhooks.console.models import CONSOLE_MODELS
 from webhooks.pages.models import PAGE_MODELS
+from webhooks.portal.models import PORTAL_MODELS
 from webhooks.storage.models import ALL_MODELS
 from webhooks.messaging.topology import Topology
 from webhooks.delivery.engine import Engine
@@ -37,7 +38,8 @@ AMQP_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 DATABASE_KIND = os.environ.get("TEST_DATABASE", "sqlite")
 
-#: One prefix per test session (decision 20); ``.ci/run`` deletes stale ``test_*`` queues.
+#: One prefix per test session, so suites running side by side on one broker never share a queue;
+#: ``.ci/run`` deletes stale ``test_*`` queues.
 SESSION_PREFIX = f"test_{os.getpid()}_{secrets.token_hex(3)}"
 
 #: The session's SECRETS_KEY: in this process (tests with no app of their own) and every
@@ -118,7 +120,7 @@ def database_url(tmp_path: Any, postgres_database: str | None) -> Iterator[str]:
         db.database.close() if not db.database.is_closed() else None
         return
     db.init_database(postgres_database)
-    tables = ", ".join(f'"{model._meta.table_name}"' for model in (*ALL_MODELS, *CONSOLE_MODELS, *PAGE_MODELS))
+    tables = ", ".join(f'"{model._meta.table_name}"' for model in (*ALL_MODELS, *CONSOLE_MODELS, *PAGE_MODELS, *PORTAL_MODELS))
     with db.database.connection_context():
         db.database.execute_sql(f"TRUNCATE {tables} CASCADE")
     yield postgres_database

@@ -10,10 +10,12 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "webhooks"
 
 #: Each folder's place on the path; a module may import from its own place or an earlier one.
 ORDER = {
-    "helpers": 0,  # durations, logs, event_types, tenant_share: import nothing of ours
+    "helpers": 0,  # durations, logs, event_types, turns: import nothing of ours
+    "observability": 0,  # tracing: every stage makes spans; it imports only the helpers
     "storage": 1,
     "messaging": 2,
     "shared": 3,  # config, metrics: read by every stage, built on storage and messaging
+    "catalog": 4,  # event types, their schemas, endpoint filters: what ingestion checks and routes by
     "ingest": 4,
     "health": 5,
     "delivery": 6,
@@ -21,9 +23,10 @@ ORDER = {
     "pages": 8,  # the page kit the console and the portal share
     "api": 9,
     "console": 9,
+    "portal": 9,  # the customer portal: on the page kit, beside the console (whose audit log it writes)
     "top": 10,  # the entry points: app, web, worker, clock, cli, listen
 }
-HELPERS = {"durations", "logs", "event_types", "tenant_share", "secrecy"}
+HELPERS = {"durations", "logs", "event_types", "turns", "secrecy"}
 SHARED = {"config", "metrics"}
 SERVICES = {"actions", "readiness"}
 

@@ -215,7 +215,8 @@ def test_no_route_ever_returns_a_private_signing_key(
     stored = Endpoint.get_by_id(endpoint["id"])
     private = key_forms(stored.secret) | key_forms(stored.previous_secret)
     key_id = headers["Authorization"].split()[1].partition(".")[0]
-    ids = {"endpoint_id": endpoint["id"], "event_id": event["id"], "delivery_id": delivery, "key_id": key_id}
+    ids = {"endpoint_id": endpoint["id"], "event_id": event["id"], "delivery_id": delivery, "key_id": key_id,
+           "name": event["event_type"]}
     answers = [endpoint, rotated.json]
 
     for rule in app.url_map.iter_rules():

@@ -1,4 +1,5 @@
-"""What people do to deliveries and endpoints: resend, recover, probe now, delete, disable and enable.
+"""What people do to deliveries and endpoints: resend, recover, probe now, create, rotate the
+secret, send a test event, delete, disable and enable.
 
 Shared by the API, the console, the portal and the CLI so each action has one
 implementation. Every resend, recover and "try now" probe is recorded here
@@ -9,29 +10,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from webhooks.config import ProbeInterval
+from webhooks.config import ProbeInterval, Settings
+from webhooks.delivery import netguard
+from webhooks.delivery.signing import generate_key
 from webhooks.health import presence, probes
+from webhooks.storage import db
 from webhooks.storage.db import locking, retrying, write
+from webhooks.storage.ids import new_id
 from webhooks.messaging.messages import DeliveryMessage
-from webhooks.storage.models import Delivery, Endpoint, Event, ManualAttempt
+from webhooks.storage.models import Delivery, Endpoint, Event, ManualAttempt, Tenant
 from webhooks.messaging.outbox import message_for, publish_messages
 from webhooks.messaging.publisher import Publisher
-from webhooks.storage.statuses import LADDER_STATUSES, UNFINISHED_STATUSES
-from webhooks.storage.timeutil import to_naive_utc, utcnow
+from webhooks.storage.statuses import DeliveryStatus, LADDER_STATUSES, UNFINISHED_STATUSES
+from webhooks.storage.timeutil import seconds, to_naive_utc, utcnow
 from webhooks.messaging.topology import Topology
 
 #: Deliveries ``recover`` resends: parked ones are not among them, they wait for the
 #: endpoint and are released in order (``webhooks.health.releaser``), their attempts intact.
-RECOVERABLE_STATUSES = ("failed",)
+RECOVERABLE_STATUSES = (DeliveryStatus.FAILED,)
 
 
 #: Resends published per broker round of ``recover``.
 RECOVER_BATCH = 500
 
 
-#: Who may ask for a resend or recover: a tenant API key, a staff member, the command line.
-REQUESTER_KINDS = ("api_key", "staff", "cli")
+#: Who may ask for a resend or recover: a tenant API key, a staff member, the command line, a portal session.
+REQUESTER_KINDS = ("api_key", "staff", "cli", "portal")
 
 
 class BrokerUnavailable(Exception):
@@ -40,7 +46,8 @@ class BrokerUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Requester:
-    """Who asked: ``api_key`` (the key's id), ``staff`` (an email) or ``cli`` (a login name)."""
+    """Who asked: ``api_key`` (the key's id), ``staff`` (an email), ``cli`` (a login name) or ``portal``
+    (the session's audit actor, ``portal:<tenant id>:<session>``)."""
 
     kind: str
     name: str
@@ -110,7 +117,7 @@ def resend(
 
     A parked delivery whose fresh attempt fails stays parked, in its place for the release.
     """
-    if delivery.status == "cancelled":
+    if delivery.status == DeliveryStatus.CANCELLED:
         raise ValueError("the delivery was cancelled because its endpoint was deleted")
     publisher, topology = _context(publisher, topology)
     message = message_for(delivery, Event.get_by_id(delivery.event_id), trigger=trigger)
@@ -180,7 +187,7 @@ def recover(
     if rows and not queued:
         raise BrokerUnavailable("the message broker is unavailable; try again in a few seconds")
     _release_if_stranded(endpoint)
-    parked = Delivery.select().where(mine & (Delivery.status == "parked")).count()
+    parked = Delivery.select().where(mine & (Delivery.status == DeliveryStatus.PARKED)).count()
     return Recovered(queued, parked)
 
 
@@ -197,14 +204,20 @@ def _release_if_stranded(endpoint: Endpoint) -> None:
 @retrying
 def delete_endpoint(endpoint: Endpoint) -> None:
     """Soft-delete ``endpoint`` (its attempts stay visible) and cancel what it was still owed."""
-    now = utcnow()
     with write():
-        Endpoint.update(deleted_at=now, updated_at=now).where(Endpoint.id == endpoint.id).execute()
-        (
-            Delivery.update(status="cancelled", next_attempt_at=None, updated_at=now)
-            .where((Delivery.endpoint == endpoint) & Delivery.status.in_(UNFINISHED_STATUSES))
-            .execute()
-        )
+        delete_endpoints(Endpoint.id == endpoint.id, Delivery.endpoint == endpoint, utcnow())
+
+
+def delete_endpoints(endpoints: Any, deliveries: Any, now: datetime) -> None:
+    """Soft-delete the live endpoints matching ``endpoints`` and cancel the unfinished deliveries
+    matching ``deliveries`` (theirs). A worker's attempt in flight ends and is recorded; nothing
+    more is attempted (the worker drops a message whose delivery is cancelled). In a transaction."""
+    Endpoint.update(deleted_at=now, updated_at=now).where(endpoints & Endpoint.deleted_at.is_null()).execute()
+    (
+        Delivery.update(status=DeliveryStatus.CANCELLED, next_attempt_at=None, updated_at=now)
+        .where(deliveries & Delivery.status.in_(UNFINISHED_STATUSES))
+        .execute()
+    )
 
 
 @retrying
@@ -221,3 +234,85 @@ def set_endpoint_disabled(endpoint: Endpoint, disabled: bool, reason: str | None
         else:
             presence.enable(row, now)
     return Endpoint.get_by_id(endpoint.id)
+
+
+class EndpointLimitReached(ValueError):
+    """The tenant has ``MAX_ENDPOINTS_PER_TENANT`` live endpoints already."""
+
+
+def target_problem(url: str, settings: Settings) -> str | None:
+    """Why ``url`` may not be called (the SSRF rules of ``netguard``), or None."""
+    policy = netguard.TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks)
+    try:
+        netguard.check_url(url, policy)
+    except (netguard.BlockedAddress, ValueError) as error:  # UnresolvableHost is a BlockedAddress
+        return str(error)
+    return None
+
+
+def _within_endpoint_limit(tenant_id: str, limit: int) -> None:
+    """EndpointLimitReached when the tenant has ``limit`` live endpoints already (0: no limit).
+
+    Inside the creating transaction, with the tenant row locked (``db.locking``; SQLite's
+    writers are serialised anyway), so two creations at once cannot both pass the count.
+    """
+    if not limit:
+        return
+    db.locking(Tenant.select(Tenant.id).where(Tenant.id == tenant_id)).execute()
+    live = Endpoint.select().where((Endpoint.tenant == tenant_id) & Endpoint.deleted_at.is_null()).count()
+    if live >= limit:
+        raise EndpointLimitReached(
+            f"this tenant has {live} endpoints, the most it may have (MAX_ENDPOINTS_PER_TENANT={limit}): each "
+            "endpoint receives every event it subscribes to, so their number is bounded; delete one, or subscribe "
+            "an existing one to more event types")
+
+
+def create_endpoint(tenant_id: str, fields: dict[str, Any], *, scheme: str, max_endpoints: int) -> Endpoint:
+    """Register an endpoint with ``fields`` (validated by the caller) and a new key of ``scheme``.
+    EndpointLimitReached past ``MAX_ENDPOINTS_PER_TENANT``; nothing is written then."""
+    now = utcnow()
+    with write():
+        _within_endpoint_limit(tenant_id, max_endpoints)
+        return Endpoint.create(id=new_id("ep"), tenant=tenant_id, secret=generate_key(scheme), created_at=now,
+                               updated_at=now, **fields)
+
+
+@retrying
+def update_endpoint(endpoint: Endpoint, changes: dict[str, Any]) -> Endpoint:
+    """Change an endpoint's settings (``changes`` validated by the caller); applies from its next attempt."""
+    if changes:
+        with write():
+            Endpoint.update(**changes, updated_at=utcnow()).where(Endpoint.id == endpoint.id).execute()
+    return Endpoint.get_by_id(endpoint.id)
+
+
+@retrying
+def rotate_secret(endpoint: Endpoint, overlap: float, scheme: str, secret: str | None = None) -> Endpoint:
+    """Replace the signing key (``secret``, or a new one of ``scheme``); the old one still signs for ``overlap`` s."""
+    now = utcnow()
+    with write():
+        (
+            # previous_secret = the secret column as it was: concurrent rotations cannot lose one.
+            Endpoint.update(
+                previous_secret=Endpoint.secret,
+                previous_secret_until=now + seconds(overlap),
+                secret=secret or generate_key(scheme),
+                updated_at=now,
+            )
+            .where(Endpoint.id == endpoint.id)
+            .execute()
+        )
+        return Endpoint.get_by_id(endpoint.id)
+
+
+#: The type of the events "send a test event" sends.
+TEST_EVENT_TYPE = "webhook.test"
+
+
+def send_test_event(endpoint: Endpoint, sent_by: str) -> Event:
+    """A test event for ``endpoint`` alone, through the real pipeline (stored, queued, signed, attempted)."""
+    from webhooks.ingest.accept import accept_test_event
+
+    payload = {"message": "A test event: your endpoint is reachable and verifies signatures.",
+               "endpoint_id": endpoint.id, "sent_by": sent_by}
+    return accept_test_event(Tenant.get_by_id(endpoint.tenant_id), endpoint.id, TEST_EVENT_TYPE, payload).event

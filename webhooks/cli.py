@@ -1,6 +1,7 @@
 """``flask`` commands: ``migrate``, ``tenant create`` (names are unique), ``tenant list`` and the
-tenant's API keys (add, list, revoke, rotate); each takes a tenant's id or name and names the
-tenant it acted on."""
+tenant's API keys (add, list, revoke, rotate); each takes a tenant's id, uid or name and names the
+tenant it acted on. ``platform …`` manages the platform's keys (``webhooks.platform_cli``);
+``event-types import|export`` the catalog (``webhooks.catalog.cli``)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,17 @@ from typing import Any
 import click
 import peewee
 from flask import Flask
-from peewee import IntegrityError
 from playhouse.migrations import Runner
 
+from webhooks.catalog import cli as catalog_cli
 from webhooks.ingest.auth_keys import (
     KeyNotFound, create_api_key, find_tenant, key_info, live_key_counts, live_keys, revoke_key, rotate_key,
-    tenant_info, tenant_named,
+    tenant_info,
 )
+from webhooks import tenants
+from webhooks.platform_cli import duration_option
 from webhooks.storage import db_errors
 from webhooks.storage.db import database, write
-from webhooks.durations import parse_seconds
-from webhooks.storage.ids import new_id
 from webhooks.storage.models import Tenant
 from webhooks.storage.timeutil import isoformat
 
@@ -51,13 +52,10 @@ def create_tenant(name: str, contact_email: str | None = None) -> dict[str, str]
     with database.connection_context():
         try:
             with write():
-                existing = tenant_named(name)
-                if existing is not None:
-                    raise TenantNameTaken(name, existing)
-                tenant = Tenant.create(id=new_id("ten"), name=name, contact_email=contact_email)
+                tenant = tenants.create_tenant(name, contact_email=contact_email)
                 _, api_key = create_api_key(tenant)
-        except IntegrityError:  # created by someone else between the check and the insert
-            raise TenantNameTaken(name, tenant_named(name) or Tenant(id="?", name=name)) from None
+        except tenants.TenantTaken as error:
+            raise TenantNameTaken(name, error.existing or Tenant(id="?", name=name)) from None
     return {"id": tenant.id, "name": tenant.name, "api_key": api_key}
 
 
@@ -75,18 +73,16 @@ def tenant_rows() -> list[dict[str, Any]]:
     return [
         {**tenant_info(tenant), "contact_email": tenant.contact_email, "created_at": isoformat(tenant.created_at),
          "live_keys": live.get(tenant.id, 0)}
-        for tenant in Tenant.select().order_by(Tenant.created_at, Tenant.id)
+        for tenant in Tenant.select().where(Tenant.deleted_at.is_null()).order_by(Tenant.created_at, Tenant.id)
     ]
 
 
-def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> float:
-    try:
-        return parse_seconds(value)
-    except ValueError as error:
-        raise click.BadParameter(str(error)) from None
-
-
 def init_app(app: Flask) -> None:
+    catalog_cli.init_app(app)
+    from webhooks import platform_cli
+
+    platform_cli.init_app(app)
+
     @app.cli.command("migrate")
     @click.option("--directory", default=MIGRATIONS_DIR, show_default=True)
     def migrate_command(directory: str) -> None:
@@ -153,7 +149,7 @@ def init_app(app: Flask) -> None:
     @tenant_group.command("rotate-key")
     @click.argument("tenant_id", metavar="TENANT")
     @click.option("--key", "key_id", help="The key to replace (default: every live key of the tenant).")
-    @click.option("--overlap", default="0s", show_default=True, callback=_duration,
+    @click.option("--overlap", default="0s", show_default=True, callback=duration_option,
                   help="How long the old key keeps working (e.g. 24h); 0s revokes it at once.")
     def tenant_rotate_key(tenant_id: str, key_id: str | None, overlap: float) -> None:
         """Issue a new key replacing the old one; prints JSON {id, key_id, name, api_key, revoked, expiring}."""

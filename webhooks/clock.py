@@ -1,8 +1,8 @@
 """The clock process: periodic jobs, each on its own interval, and the release loop.
 
 Periodic jobs: the outbox relay, probes for offline endpoints, operational events,
-disabling endpoints that keep failing, expiring idempotency keys and the retention purge
-(``RETENTION_DAYS``, a bounded slice per pass); alert emails on
+disabling endpoints that keep failing, expiring idempotency keys, the retention purge
+(``RETENTION_DAYS``, a bounded slice per pass) and that of deleted tenants; alert emails on
 a thread of their own. The paced, in-order release of parked deliveries runs on its
 own thread too (``release_loop``): it looks again as soon as a released delivery can
 be done or the next rate slot opens, and idles while no endpoint is recovering.
@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 import peewee
 
-from webhooks import logs, sealing
+from webhooks import logs, metrics, sealing, tenants
+from webhooks.observability import tracing
 from webhooks.delivery import sweeper
 from webhooks.health import alert_emails, operational, probes, recovery
 from webhooks.storage import db, retention
@@ -177,6 +178,7 @@ def jobs(settings: Settings, publisher: Publisher) -> list[Job]:
         Job("lost messages", 60.0, lambda: sweeper.sweep(publisher, topology, settings.amqp_url)),
         Job("idempotency keys", 300.0, expire_idempotency_keys),
         Job("retention", retention.PASS_EVERY_SECONDS, purger.run),
+        Job("deleted tenants", 60.0, tenants.purge_deleted),
     ]
 
 
@@ -262,7 +264,11 @@ def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    run(settings, stop)
+    tracing.configure("clock", count_dropped=metrics.spans_dropped)
+    try:
+        run(settings, stop)
+    finally:
+        tracing.shutdown()
     return 0
 
 

@@ -65,11 +65,18 @@ def _whole_number(name: str, text: str, rule: str) -> int:
         raise ValueError(f"{name} must be {rule} (got {text!r})") from None
 
 
+def _flag(name: str, text: str) -> bool:
+    """``0`` or ``1``, or a ValueError naming the variable."""
+    if text not in ("0", "1"):
+        raise ValueError(f"{name} must be 0 or 1 (got {text!r})")
+    return text == "1"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob the processes read; names match the environment variables."""
 
-    database_url: str = "sqlite:///webhooks.storage.db"
+    database_url: str = "sqlite:///webhooks.db"
     amqp_url: str = "amqp://guest:guest@localhost:5672/%2F"
     queue_prefix: str = "webhooks"
     ladder: Ladder = field(default_factory=lambda: Ladder.parse(DEFAULT_LADDER))
@@ -124,8 +131,24 @@ class Settings:
     #: Peers whose ``X-Forwarded-For``/``-Proto`` are believed (``webhooks.pages.proxy``); the
     #: variable gunicorn reads for the same purpose, with gunicorn's default. ``*``: any peer.
     forwarded_allow_ips: str = "127.0.0.1,::1"
+    #: Only types in the event-type catalog, not archived, may be posted (``webhooks.catalog``).
+    event_types_strict: bool = False
+    #: Seconds a web process keeps its copy of the catalog (schemas, archived types) before
+    #: reading it again: a change made through another process applies within this long.
+    event_types_cache: float = 5.0
+    #: Seconds a portal session lasts from the moment its access link is opened (``webhooks.portal``).
+    portal_session_ttl: float = 12 * 3600.0
+    #: Space-separated origins that may show the portal in a frame; empty: none may.
+    portal_frame_ancestors: str = ""
+    #: The portal's product name, logo (https:// or a path here) and accent colour, on every page
+    #: (checked by ``webhooks.portal.site`` when the web process starts).
+    portal_brand_name: str = "Webhooks"
+    portal_logo_url: str | None = None
+    portal_accent: str = "#2b5fb3"
 
     def __post_init__(self) -> None:
+        if self.portal_session_ttl <= 0:
+            raise ValueError(f"PORTAL_SESSION_TTL must be a duration above zero (got {self.portal_session_ttl:g}s)")
         broker_parameters(self.amqp_url, self.publish_timeout)  # a bad AMQP_URL stops every process at start
         if self.secrets_key is not None:
             sealing.parse_keys(self.secrets_key)  # a malformed key stops every process at start
@@ -196,6 +219,13 @@ class Settings:
             relay_grace=float(env.get("RELAY_GRACE", cls.relay_grace)),
             public_url=env.get("PUBLIC_URL", cls.public_url),
             forwarded_allow_ips=env.get("FORWARDED_ALLOW_IPS", cls.forwarded_allow_ips),
+            event_types_strict=_flag("EVENT_TYPES_STRICT", env.get("EVENT_TYPES_STRICT", "0")),
+            event_types_cache=parse_seconds(env.get("EVENT_TYPES_CACHE", "5s")),
+            portal_session_ttl=parse_seconds(env.get("PORTAL_SESSION_TTL", "12h")),
+            portal_frame_ancestors=env.get("PORTAL_FRAME_ANCESTORS", cls.portal_frame_ancestors),
+            portal_brand_name=env.get("PORTAL_BRAND_NAME", cls.portal_brand_name),
+            portal_logo_url=env.get("PORTAL_LOGO_URL") or None,
+            portal_accent=env.get("PORTAL_ACCENT", cls.portal_accent),
         )
         if isinstance(overrides.get("ladder"), str):
             overrides["ladder"] = Ladder.parse(overrides["ladder"])

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-#: Raised by the service about endpoints and deliveries; tenants cannot POST them (decision 15).
+#: Raised by the service about endpoints and deliveries; tenants cannot POST them, so
+#: no tenant can raise one about another's endpoint.
 OPERATIONAL_EVENT_TYPES = frozenset({"endpoint.offline", "endpoint.online", "endpoint.disabled", "delivery.exhausted"})
 
-#: What an event type may look like (decision 16).
+#: What an event type may look like: short, and safe as it is in URLs, logs and filters.
 EVENT_TYPE_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 
 

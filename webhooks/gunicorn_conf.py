@@ -22,7 +22,8 @@ import os
 import sys
 from typing import Any
 
-from webhooks.metrics import child_exit  # noqa: F401 - gunicorn reads the hook by name
+from webhooks.metrics import child_exit, spans_dropped  # noqa: F401 - gunicorn reads the hook by name
+from webhooks.observability import tracing
 
 #: ``BIND``, ``WEB_CONCURRENCY`` and ``WEB_THREADS`` as in the Procfile's environment.
 bind = os.environ.get("BIND", "127.0.0.1:8000")
@@ -42,8 +43,15 @@ GIL_SWITCH_INTERVAL = 0.001
 
 
 def post_fork(server: Any, worker: Any) -> None:
-    """gunicorn's hook, in each new worker process: switch threads every ``GIL_SWITCH_INTERVAL``."""
+    """gunicorn's hook, in each new worker process: switch threads every ``GIL_SWITCH_INTERVAL``, and
+    start tracing (``OTEL_*``) in the process that makes the spans."""
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+    tracing.configure("web", count_dropped=spans_dropped)
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """gunicorn's hook, in a worker process that stops: export the spans it still holds."""
+    tracing.shutdown()
 
 
 if workers < 1 or threads < 1:

@@ -128,9 +128,11 @@ class Page:
 class Feed:
     """``GET /v1/events?after=&limit=&event_type=``: one page per call, API errors mapped."""
 
-    def __init__(self, client: httpx.Client, limit: int, event_type: str | None = None) -> None:
+    def __init__(self, client: httpx.Client, limit: int, event_type: str | None = None,
+                 include_test: bool = False) -> None:
         self.client = client
-        self.params: dict[str, Any] = {"limit": limit} | ({"event_type": event_type} if event_type else {})
+        self.params: dict[str, Any] = ({"limit": limit} | ({"event_type": event_type} if event_type else {})
+                                       | ({"include_test": "true"} if include_test else {}))
 
     def fetch(self, after: int) -> Page:
         try:
@@ -358,9 +360,11 @@ def _check_event_types(ctx: click.Context, param: click.Parameter, value: tuple[
 @click.option("--follow/--no-follow", default=True, show_default=True, help="Keep polling once caught up.")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds.")
 @click.option("--limit", type=click.IntRange(1, MAX_PAGE_SIZE), default=DEFAULT_LIMIT, show_default=True)
+@click.option("--include-test", is_flag=True, help="Forward the test events of send-example too (left out by default).")
 def listen_command(
     forward_to: str, api_url: str, api_key: str, secret: str, cursor_file: Path, after: int | None,
     event_types: tuple[str, ...], endpoint_id: str | None, follow: bool, interval: float, limit: int,
+    include_test: bool,
 ) -> None:  # fmt: skip
     """Forward your events, signed, to a local URL; resumes from the cursor file after a stop."""
     cursor = CursorFile(cursor_file)
@@ -375,7 +379,7 @@ def listen_command(
                 raise click.UsageError("give --endpoint or --event-types, not both")
             event_types = tuple(subscriptions(api, endpoint_id))
         # One type: the API filters. Several: the feed sends all and the listener skips the others.
-        feed = Feed(api, limit, event_types[0] if len(event_types) == 1 else None)
+        feed = Feed(api, limit, event_types[0] if len(event_types) == 1 else None, include_test)
         listener = Listener(
             feed, Forwarder(local, forward_to, secret), cursor, start, event_types=frozenset(event_types),
             follow=follow, interval=interval, tty=sys.stdout.isatty(),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from webhooks.secrecy import mask
 
@@ -36,11 +36,30 @@ class Formatter(logging.Formatter):
         self._second: int | None = None
         self._text = ""
 
+    def format(self, record: logging.LogRecord) -> str:
+        """``FORMAT``'s line, naming the trace and span current while it was written (when tracing is on)."""
+        text = super().format(record)
+        ids = _trace_ids() if _trace_ids is not None else None
+        if ids is None:
+            return text
+        first, newline, rest = text.partition("\n")  # a traceback follows the line that names them
+        return f"{first} trace_id={ids[0]} span_id={ids[1]}{newline}{rest}"
+
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
         second = int(record.created)
         if second != self._second:
             self._second, self._text = second, time.strftime(self.default_time_format, self.converter(second))
         return self.default_msec_format % (self._text, record.msecs)
+
+
+#: Gives ``(trace_id, span_id)`` of the span current in this thread, or None (``set_trace_ids``).
+_trace_ids: Optional[Callable[[], Optional[tuple[str, str]]]] = None
+
+
+def set_trace_ids(source: Optional[Callable[[], Optional[tuple[str, str]]]]) -> None:
+    """Have every line name the trace and span current when it is written (``webhooks.observability.tracing``)."""
+    global _trace_ids
+    _trace_ids = source
 
 
 def mask_record(record: logging.LogRecord) -> logging.LogRecord:

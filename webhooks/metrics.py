@@ -25,6 +25,7 @@ from webhooks.storage import endpoint_windows
 from webhooks.messaging.brokers import connect
 from webhooks.storage.models import Delivery, Endpoint
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,11 @@ WINDOW_CUTS = Counter(
     "latency: answers far slower than its baseline)", ["cause"],
 )
 
+TRACE_SPANS_DROPPED = Counter(
+    "webhooks_trace_spans_dropped", "Trace spans that never reached the OTLP collector, by reason (queue_full: the "
+    "export queue was full; export_failed: the collector did not take them)", ["reason"],
+)
+
 #: Bucket bounds of ``webhooks_endpoint_windows`` (endpoints whose window is at most this).
 WINDOW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
@@ -55,6 +61,11 @@ TOKEN_ENV = "METRICS_TOKEN"
 FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
 
 blueprint = Blueprint("metrics", __name__)
+
+
+def spans_dropped(reason: str, spans: int) -> None:
+    """Count trace spans that never reached the collector (``tracing.configure``'s ``count_dropped``)."""
+    TRACE_SPANS_DROPPED.labels(reason).inc(spans)
 
 
 def observe_attempt(status_code: int | None, seconds: float, outcome: str) -> None:
@@ -73,9 +84,9 @@ class StateCollector:
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield from self._queues()
         parked = GaugeMetricFamily("webhooks_parked_deliveries", "Deliveries parked for an offline or disabled endpoint")
-        parked.add_metric([], Delivery.select().where(Delivery.status == "parked").count())
+        parked.add_metric([], Delivery.select().where(Delivery.status == DeliveryStatus.PARKED).count())
         yield parked
-        oldest = Delivery.select(fn.MIN(Delivery.created_at)).where(Delivery.status.in_(("pending", "retrying"))).scalar()
+        oldest = Delivery.select(fn.MIN(Delivery.created_at)).where(Delivery.status.in_((DeliveryStatus.PENDING, DeliveryStatus.RETRYING))).scalar()
         age = GaugeMetricFamily("webhooks_oldest_undelivered_seconds", "Age of the oldest pending or retrying delivery")
         age.add_metric([], 0.0 if oldest is None else (utcnow() - oldest).total_seconds())
         yield age

@@ -17,21 +17,21 @@ from werkzeug.exceptions import (
     HTTPException,
     InternalServerError,
     MethodNotAllowed,
+    NotFound,
     ServiceUnavailable,
     TooManyRequests,
 )
 
 from webhooks import metrics
 from webhooks.actions import BrokerUnavailable
-from webhooks.ingest.accept import RateLimited
+from webhooks.ingest.accept import RateLimited, UnknownTenant
 from webhooks.api import body_limit, fast_ingest, register_blueprints
 from webhooks.api.error_docs import ErrorResponsesPlugin, document_too_many_requests
+from webhooks.observability import web_spans
+from webhooks.api.platform_routes import TENANT_SCHEME, KeySchemesPlugin, document_schemes
 from webhooks.pages.headers import SecurityHeaders
 
 log = logging.getLogger(__name__)
-
-#: OpenAPI name of the tenant API key scheme (``Authorization: Bearer <key>``).
-SECURITY_SCHEME = "bearerAuth"
 
 #: Seconds a client should wait before retrying when the broker is down.
 BROKER_RETRY_AFTER = 5
@@ -44,18 +44,18 @@ REFUSED_BY: dict[type[Exception], str] = {RateLimited: "ingest_rate"}
 
 def init_web(app: Flask) -> None:
     """Create the Api on ``app``, register the blueprints and make every error JSON."""
-    api = Api(app, spec_kwargs={"security": [{SECURITY_SCHEME: []}], "extra_plugins": [ErrorResponsesPlugin()]})
-    api.spec.components.security_scheme(
-        SECURITY_SCHEME,
-        {"type": "http", "scheme": "bearer", "description": "A tenant API key, `<key_id>.<secret>`."},
-    )
+    api = Api(app, spec_kwargs={"security": [{TENANT_SCHEME: []}],
+                                "extra_plugins": [ErrorResponsesPlugin(), KeySchemesPlugin()]})
+    document_schemes(api)
     document_too_many_requests(api.spec)
     register_blueprints(api)
     app.register_blueprint(metrics.blueprint)
     app.request_class = body_limit.Request
     app.before_request(body_limit.reject_oversized_body)
     fast_ingest.install(app)
-    app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]  # outermost: it only adds headers
+    app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]  # it only adds headers
+    app.wsgi_app = web_spans.TracedRequests(app.wsgi_app)  # type: ignore[method-assign]  # outermost: the whole request
+    app.before_request(web_spans.note_route)
 
     def http_error(error: HTTPException) -> ErrorResponse:
         payload, code, headers = api.handle_http_exception(error)
@@ -79,7 +79,11 @@ def init_web(app: Flask) -> None:
         return http_error(_with_data(InternalServerError(), "internal error; it has been logged"))
 
     app.register_error_handler(HTTPException, http_error)
+    def tenant_deleted(error: UnknownTenant) -> ErrorResponse:  # deleted while its key was cached
+        return http_error(_with_data(NotFound(), "tenant not found (deleted)"))
+
     app.register_error_handler(BrokerUnavailable, broker_unavailable)
+    app.register_error_handler(UnknownTenant, tenant_deleted)
     for refusal in REFUSED_BY:
         app.register_error_handler(refusal, too_many_requests)
     app.register_error_handler(Exception, unexpected_error)

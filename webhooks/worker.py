@@ -14,7 +14,8 @@ import signal
 import sys
 from typing import Any
 
-from webhooks import logs, sealing
+from webhooks import logs, metrics, sealing
+from webhooks.observability import tracing
 from webhooks.storage import db
 from webhooks.config import Settings
 from webhooks.delivery.engine import Engine
@@ -71,7 +72,11 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return engine.run()
+    tracing.configure("worker", count_dropped=metrics.spans_dropped)
+    try:
+        return engine.run()
+    finally:
+        tracing.shutdown()  # the last attempts' spans
 
 
 if __name__ == "__main__":

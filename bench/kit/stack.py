@@ -198,8 +198,12 @@ class ServiceStack:
 
     # -- API ---------------------------------------------------------------------------------
 
+    def flask(self, *argv: str) -> str:
+        """Run ``flask --app app <argv>`` on this stack's settings; its output."""
+        return self._run("-m", "flask", "--app", "app", *argv)
+
     def tenant(self, name: str) -> Tenant:
-        out = self._run("-m", "flask", "--app", "app", "tenant", "create", name)
+        out = self.flask("tenant", "create", name)
         data = json.loads(out.strip().splitlines()[-1])
         return Tenant(data["id"], data["api_key"])
 

@@ -47,7 +47,8 @@ def test_event_is_accepted_with_202_and_one_delivery_per_subscribed_endpoint(
 
     assert response.status_code == 202
     body = response.json
-    assert set(body) == {"id", "seq", "event_type", "payload", "created_at", "deliveries"}
+    assert set(body) == {"id", "seq", "event_type", "payload", "created_at", "test", "deliveries"}
+    assert body["test"] is False
     assert body["id"].startswith("evt_") and body["seq"] == 1
     assert body["event_type"] == "order.created"
     assert body["payload"] == {"order": {"id": 7, "lines": [1, 2]}}

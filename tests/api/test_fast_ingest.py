@@ -149,7 +149,8 @@ def test_a_conflict_and_a_refusal_reach_the_view_having_written_nothing(
 
 
 def test_the_shortcut_checks_the_key_before_it_reads_the_body(fast_and_slow: tuple[Flask, Flask]) -> None:
-    """A request without a valid key costs no body read, let alone parsing (design decision 24)."""
+    """A request without a valid key costs no body read, let alone parsing: a client
+    without a key must not make the server read (or wait for) a body."""
     fast, _ = fast_and_slow
 
     class Body(io.BytesIO):

@@ -29,7 +29,7 @@ AWKWARD = ["", " ", "\x00", "a\x00b", "evt_\x00", "\r\n", "/console/\r\nSet-Cook
 
 #: Query parameters and form fields the console reads.
 FIELDS = ["q", "tenant", "endpoint_id", "event_type", "status", "since", "until", "before", "state", "actor",
-          "next", "reason", "email", "password"]
+          "next", "reason", "email", "password", "group", "cursor", "include_archived"]
 
 #: Routes left out: logging out ends the session the run needs; static files are not the console's code.
 LEFT_OUT = {"console.logout", "console.static", "pages.static"}

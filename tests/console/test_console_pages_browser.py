@@ -15,6 +15,8 @@ from playwright.sync_api import Browser, Page
 from tests.api_helpers import make_attempt
 from tests.console_helpers import failed_delivery, post_form, log_in, staff
 from tests.console.test_console_browser import ARTIFACTS, base_url, browser, logged_in_page  # noqa: F401 (fixtures)
+from tests.catalog.conftest import order_type
+from webhooks.catalog import store
 from webhooks.storage.models import Endpoint, HealthChange
 from webhooks.storage.timeutil import utcnow
 
@@ -52,6 +54,8 @@ def console_with_history(client, headers) -> dict[str, str]:
     log_in(client, "operator")
     post_form(client, f"/console/endpoints/{delivery.endpoint_id}/disable", {"reason": "customer asked"})
     post_form(client, "/console/dead-letters/replay", {"endpoint_id": delivery.endpoint_id})
+    store.create(order_type(description="An order was paid: <b>not bold</b>, and a description long enough to wrap "
+                                        "on a phone held upright."))
     return {
         "overview": "/console/",
         "event": f"/console/events/{delivery.event_id}",
@@ -62,6 +66,7 @@ def console_with_history(client, headers) -> dict[str, str]:
         "dead-letters": "/console/dead-letters",
         "replays": "/console/replays",
         "audit": "/console/audit",
+        "event-types": "/console/event-types",
         "not-found": "/console/events/evt_nope",
     }
 

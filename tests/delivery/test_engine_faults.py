@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import settings_env, wait_until
 from tests.receivers import Receiver, always, sleep_then
 from tests.delivery.test_delivery_e2e import register, send
+from webhooks.delivery.sender import Sender
 from webhooks.storage.models import Delivery
 
 
@@ -88,3 +89,27 @@ def test_a_worker_rides_out_its_database_connections_being_killed(client: Any, t
         finally:
             worker.terminate()
             assert worker.wait(timeout=20) == 0
+
+
+def test_a_sender_that_raises_an_unexpected_error_frees_its_slot_and_the_message_is_delivered_later(
+    client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    post, raised = Sender.post, []
+
+    async def post_failing_once(self: Sender, url: str, headers: Any, body: bytes) -> Any:
+        if not raised:
+            raised.append(url)
+            raise RuntimeError("a bug in the sender")
+        return await post(self, url, headers, body)
+
+    monkeypatch.setattr(Sender, "post", post_failing_once)
+    with Receiver(always(204)) as receiver:
+        endpoint = register(client, auth(tenant), receiver.url)
+        event = send(client, auth(tenant))
+        engine = start_worker(settings)
+        # The message goes back to the queue; the claim's lease (as after a crash) holds it until it ends.
+        wait_until(lambda: Delivery.get(Delivery.event == event["id"]).status == "delivered", timeout=30)
+    assert raised and len(receiver.requests) == 1
+    lane = engine.rt.lanes.lanes[endpoint["id"]]
+    wait_until(lambda: engine.rt.lanes.stats()["under_way"] == 0)
+    assert lane.window.in_flight == 0 and not lane.sending, "the call that raised gave its window slot back"

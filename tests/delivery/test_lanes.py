@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
+from tests.delivery.lane_helpers import message, open_windows, quick_lane, slow_lane
 from webhooks.delivery.lanes import SHARE_WINDOW_SECONDS, Lanes
 from webhooks.delivery.window import Signal
-from webhooks.messaging.messages import DeliveryMessage
-
-
-def message(tenant: str, endpoint: str, n: int, trigger: str = "ladder") -> DeliveryMessage:
-    return DeliveryMessage(f"dlv_{endpoint}_{n}", f"evt_{n}", endpoint, tenant, "order.created",
-                           "2026-11-23T10:00:00.000Z", {"n": n}, trigger=trigger)
 
 
 def hand_out(lanes: Lanes, count: int) -> list[str]:
-    """Delivery ids of the next ``count`` messages handed out (each call takes a window slot)."""
+    """Delivery ids of the next ``count`` messages handed out (each takes a window slot)."""
     taken = []
     for _ in range(count):
         held = lanes.next_ready(now=0.0)
         if held is None:
             break
-        held.lane.window.started()
         taken.append(held.message.delivery_id)
     return taken
 
@@ -27,8 +21,8 @@ def hand_out(lanes: Lanes, count: int) -> list[str]:
 def test_a_tenant_with_a_flood_gets_one_turn_like_a_tenant_with_one_message() -> None:
     lanes = Lanes(ceiling=128)
     for n in range(1000):
-        lanes.add(message("ten_a", "ep_a", n), tag=n, session=1, now=0.0)
-    lanes.add(message("ten_b", "ep_b", 0), tag=1000, session=1, now=0.0)
+        lanes.add(message("ten_a", "ep_a", n), receipt=None, now=0.0)
+    lanes.add(message("ten_b", "ep_b", 0), receipt=None, now=0.0)
 
     first_two = hand_out(lanes, 2)
 
@@ -38,8 +32,8 @@ def test_a_tenant_with_a_flood_gets_one_turn_like_a_tenant_with_one_message() ->
 def test_within_a_tenant_endpoints_take_turns_and_each_keeps_its_own_order() -> None:
     lanes = Lanes(ceiling=128)
     for n in range(3):
-        lanes.add(message("ten_a", "ep_1", n), tag=n, session=1, now=0.0)
-        lanes.add(message("ten_a", "ep_2", n), tag=10 + n, session=1, now=0.0)
+        lanes.add(message("ten_a", "ep_1", n), receipt=None, now=0.0)
+        lanes.add(message("ten_a", "ep_2", n), receipt=None, now=0.0)
 
     assert hand_out(lanes, 6) == ["dlv_ep_1_0", "dlv_ep_2_0", "dlv_ep_1_1", "dlv_ep_2_1", "dlv_ep_1_2", "dlv_ep_2_2"]
 
@@ -47,8 +41,8 @@ def test_within_a_tenant_endpoints_take_turns_and_each_keeps_its_own_order() -> 
 def test_a_lane_whose_window_is_full_waits_and_others_go_on() -> None:
     lanes = Lanes(ceiling=128)
     for n in range(10):
-        lanes.add(message("ten_a", "ep_slow", n), tag=n, session=1, now=0.0)
-    lanes.add(message("ten_b", "ep_fast", 0), tag=99, session=1, now=0.0)
+        lanes.add(message("ten_a", "ep_slow", n), receipt=None, now=0.0)
+    lanes.add(message("ten_b", "ep_fast", 0), receipt=None, now=0.0)
 
     taken = hand_out(lanes, 20)
 
@@ -60,8 +54,8 @@ def test_a_lane_whose_window_is_full_waits_and_others_go_on() -> None:
 
 def test_a_freed_window_slot_puts_the_lane_back_in_turn() -> None:
     lanes = Lanes(ceiling=1)
-    lanes.add(message("ten_a", "ep_a", 0), tag=0, session=1, now=0.0)
-    lanes.add(message("ten_a", "ep_a", 1), tag=1, session=1, now=0.0)
+    lanes.add(message("ten_a", "ep_a", 0), receipt=None, now=0.0)
+    lanes.add(message("ten_a", "ep_a", 1), receipt=None, now=0.0)
     assert hand_out(lanes, 5) == ["dlv_ep_a_0"]
     lane = lanes.lanes["ep_a"]
     assert lanes.next_ready(0.0) is None
@@ -74,8 +68,9 @@ def test_a_freed_window_slot_puts_the_lane_back_in_turn() -> None:
 
 def test_a_paused_lane_hands_out_nothing_until_its_pause_is_over() -> None:
     lanes = Lanes(ceiling=128)
-    held = lanes.add(message("ten_a", "ep_a", 0), tag=0, session=1, now=0.0)
-    held.lane.paused_until = 5.0
+    held = lanes.add(message("ten_a", "ep_a", 0), receipt=None, now=0.0)
+    assert lanes.next_ready(now=0.0) is held
+    assert lanes.pause(held, 5.0, now=0.0) == 5.0  # its rate limit is used up: first in line again
     assert lanes.next_ready(now=1.0) is None
     lanes.wake(held.lane, now=5.0)
     assert lanes.next_ready(now=5.0) is held
@@ -84,10 +79,10 @@ def test_a_paused_lane_hands_out_nothing_until_its_pause_is_over() -> None:
 def test_the_newest_ladder_messages_are_the_ones_moved_out_and_a_resend_stays() -> None:
     lanes = Lanes(ceiling=128)
     for n in range(5):
-        lanes.add(message("ten_a", "ep_a", n), tag=n, session=1, now=0.0)
-    lanes.add(message("ten_a", "ep_a", 5, trigger="resend"), tag=5, session=1, now=0.0)
+        lanes.add(message("ten_a", "ep_a", n), receipt=None, now=0.0)
+    lanes.add(message("ten_a", "ep_a", 5, trigger="resend"), receipt=None, now=0.0)
     for n in range(6, 8):
-        lanes.add(message("ten_a", "ep_a", n), tag=n, session=1, now=0.0)
+        lanes.add(message("ten_a", "ep_a", n), receipt=None, now=0.0)
     lane = lanes.lanes["ep_a"]
 
     taken = lanes.take_newest(lane, 10)
@@ -98,32 +93,18 @@ def test_the_newest_ladder_messages_are_the_ones_moved_out_and_a_resend_stays() 
 
 def test_idle_lanes_are_forgotten_and_busy_ones_kept() -> None:
     lanes = Lanes(ceiling=128)
-    idle = lanes.add(message("ten_a", "ep_idle", 0), tag=0, session=1, now=0.0)
-    lanes.next_ready(0.0)
-    lanes.add(message("ten_b", "ep_busy", 0), tag=1, session=1, now=0.0)
+    idle = lanes.add(message("ten_a", "ep_idle", 0), receipt=None, now=0.0)
+    done = lanes.next_ready(0.0)
+    assert done is not None and done.slot is not None
+    done.slot.release(Signal.NEUTRAL, now=0.0, allowance=0.0)
+    lanes.settled(done, now=0.0)
+    lanes.add(message("ten_b", "ep_busy", 0), receipt=None, now=0.0)
     assert idle.lane.endpoint_id == "ep_idle"
 
     lanes.forget_idle(now=0.0, after=60.0)
     dropped = lanes.forget_idle(now=61.0, after=60.0)
 
     assert dropped == 1 and set(lanes.lanes) == {"ep_busy"} and lanes.tenant_ids() == {"ten_b"}
-
-
-def measured_lane(lanes: Lanes, tenant: str, endpoint: str, count: int, answers_in: float, start_tag: int = 0) -> None:
-    """``count`` messages for an endpoint whose one answer so far took ``answers_in`` seconds."""
-    window = lanes.lane(endpoint, tenant).window
-    window.started()
-    window.finished(Signal.ANSWERED, sent_at=0.0, now=answers_in)
-    for n in range(count):
-        lanes.add(message(tenant, endpoint, n), tag=start_tag + n, session=1, now=0.0)
-
-
-def quick_lane(lanes: Lanes, tenant: str, endpoint: str, count: int, start_tag: int = 0) -> None:
-    measured_lane(lanes, tenant, endpoint, count, 0.005, start_tag)
-
-
-def slow_lane(lanes: Lanes, tenant: str, endpoint: str, count: int, start_tag: int = 0) -> None:
-    measured_lane(lanes, tenant, endpoint, count, 5.0, start_tag)
 
 
 def test_quick_deliveries_under_way_are_bounded_and_the_rest_wait_in_their_lanes() -> None:
@@ -139,6 +120,7 @@ def test_quick_deliveries_under_way_are_bounded_and_the_rest_wait_in_their_lanes
 def test_settled_quick_deliveries_free_their_share_and_a_waiting_tenant_gets_the_next_turns() -> None:
     lanes = Lanes(ceiling=128, quick_budget=2, tenant_quick_budget=2)
     quick_lane(lanes, "ten_a", "ep_a", 100)
+    open_windows(lanes)
     first = [lanes.next_ready(0.0), lanes.next_ready(0.0)]
     quick_lane(lanes, "ten_b", "ep_b", 1, start_tag=1000)  # arrives while A uses the whole budget
     assert lanes.next_ready(0.0) is None
@@ -250,6 +232,7 @@ def test_a_settled_delivery_frees_its_place_under_the_cap_for_the_next_tenant_in
 def test_a_tenant_alone_uses_its_whole_share_and_while_another_is_active_only_the_shared_one() -> None:
     lanes = Lanes(ceiling=128, quick_budget=16, tenant_quick_budget=8, shared_quick_budget=2)
     quick_lane(lanes, "ten_a", "ep_a", 100)
+    open_windows(lanes)
     alone = [lanes.next_ready(0.0) for _ in range(8)]
     assert None not in alone and lanes.next_ready(0.0) is None  # alone: its whole share, 8
 
@@ -272,6 +255,7 @@ def test_a_tenant_gets_its_whole_share_back_once_the_other_has_been_quiet_for_th
     quick_lane(lanes, "ten_b", "ep_b", 1, start_tag=1000)
     assert lanes.next_ready(0.0) is not None  # b's one delivery
     quick_lane(lanes, "ten_a", "ep_a", 100)
+    open_windows(lanes)
     first = [lanes.next_ready(0.5), lanes.next_ready(0.5)]
     assert None not in first and lanes.next_ready(0.5) is None  # b was active half a second ago
 
@@ -287,9 +271,26 @@ def test_a_tenant_with_only_slow_deliveries_does_not_shrink_another_tenants_shar
     lanes = Lanes(ceiling=128, quick_budget=16, tenant_quick_budget=8, shared_quick_budget=2)
     slow_lane(lanes, "ten_b", "ep_slow", 10, start_tag=1000)
     quick_lane(lanes, "ten_a", "ep_a", 100)
+    open_windows(lanes)
 
     taken = [held for held in (lanes.next_ready(0.0) for _ in range(20)) if held is not None]
 
     slow = [held for held in taken if held.lane.tenant_id == "ten_b"]
     assert len(slow) == 10 and not any(held.quick for held in slow)
     assert lanes.quick_by_tenant == {"ten_a": 8}  # its whole share, as if alone
+
+
+def test_a_message_handed_out_holds_a_window_slot_that_is_released_once_whoever_releases_it() -> None:
+    lanes = Lanes(ceiling=128)
+    lanes.add(message("ten_a", "ep_a", 0), receipt=None, now=0.0)
+    held = lanes.next_ready(now=1.0)
+    assert held is not None and held.slot is not None
+    lane = held.lane
+    assert lane.window.in_flight == 1 and list(lane.sending) == [held.slot]
+
+    held.slot.goes_out(2.0)
+    held.slot.release(Signal.ANSWERED, now=2.5, allowance=0.0)
+    held.slot.release(Signal.NEUTRAL, now=3.0, allowance=0.0)  # the engine's release after the call's own
+
+    assert lane.window.in_flight == 0 and not lane.sending
+    assert lane.window.baseline == 0.5, "latency counts from when the call went out"

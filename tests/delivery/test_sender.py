@@ -136,8 +136,9 @@ def test_a_receivers_headers_are_kept_up_to_8_kb_in_all() -> None:
 
 def test_request_is_a_post_with_headers_and_body_verbatim() -> None:
     async def scenario() -> None:
-        async with Sender(timeout=2, policy=OPEN, user_agent="webhooks-test/9") as sender:
-            await sender.post(receiver.url + "/in?x=1", {"Webhook-Id": "msg_1", "Content-Type": "application/json"}, b"{}")
+        async with Sender(timeout=2, policy=OPEN) as sender:
+            await sender.post(receiver.url + "/in?x=1", {"Webhook-Id": "msg_1", "Content-Type": "application/json",
+                                                         "User-Agent": "webhooks-test/9"}, b"{}")
             await sender.post(receiver.url + "/bare", {}, b"raw")
 
     with Receiver() as receiver:

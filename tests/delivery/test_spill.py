@@ -10,7 +10,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any, Awaitable, Callable, Iterable
 
-from tests.delivery.test_lanes import message, slow_lane
+from tests.delivery.lane_helpers import Broker, message, slow_lane
 from webhooks.delivery import backlog, spill
 from webhooks.delivery.budget import Budget
 from webhooks.delivery.lanes import Held, Lane, Lanes
@@ -21,7 +21,7 @@ class Runtime(SimpleNamespace):
     """What ``Spiller`` uses of ``webhooks.delivery.runtime.Runtime``; spawned work is kept, not run."""
 
     def __init__(self, lanes: Lanes) -> None:
-        super().__init__(lanes=lanes, stopping=asyncio.Event(), spawned=[], acked=[], requeued=[], published=[],
+        super().__init__(lanes=lanes, stopping=asyncio.Event(), spawned=[], published=[],
                          given_back=[], woken=0, session=SimpleNamespace(number=1, is_open=True),
                          settings=SimpleNamespace(topology=SimpleNamespace(primary="primary")))
 
@@ -32,12 +32,6 @@ class Runtime(SimpleNamespace):
         spawned, self.spawned = self.spawned, []
         for coroutine in spawned:
             asyncio.run(coroutine)  # type: ignore[arg-type]
-
-    def ack(self, tag: int | None, session: int) -> None:
-        self.acked.append(tag)
-
-    def requeue(self, tag: int | None, session: int) -> None:
-        self.requeued.append(tag)
 
     def give_back(self, held: Iterable[Held]) -> None:
         self.given_back.extend(one.message.delivery_id for one in held)
@@ -60,10 +54,10 @@ class Runtime(SimpleNamespace):
         return SimpleNamespace(time=lambda: 100.0)
 
 
-def backlogged_lanes(count: int, each: int) -> Lanes:
+def backlogged_lanes(count: int, each: int, broker: Broker | None = None) -> Lanes:
     lanes = Lanes(ceiling=128)
     for n in range(count):
-        slow_lane(lanes, "ten_a", f"ep_{n}", each, start_tag=10_000 * n)
+        slow_lane(lanes, "ten_a", f"ep_{n}", each, start_tag=10_000 * n, broker=broker)
     return lanes
 
 
@@ -126,7 +120,7 @@ def test_lanes_with_a_backlog_share_the_bound_so_that_lanes_at_their_keep_never_
     assert keeps == [60] * 100  # 80 % of 7,500, shared by 100
     for lane in lanes:
         for n in range(spiller.keep(lane) - len(lane.queue)):
-            lanes.add(message("ten_a", lane.endpoint_id, 1000 + n), tag=None, session=1, now=0.0)
+            lanes.add(message("ten_a", lane.endpoint_id, 1000 + n), receipt=None, now=0.0)
     spiller.check()
     spiller.spill_long_lanes()
     assert lanes.held == 6_000 and runtime.spawned == []
@@ -164,7 +158,7 @@ def test_calls_in_flight_do_not_count_against_the_bound_on_waiting_messages() ->
     spiller.check()
     assert runtime.spawned == []
 
-    lanes.add(message("ten_a", "ep_0", 999), tag=999, session=1, now=0.0)
+    lanes.add(message("ten_a", "ep_0", 999), receipt=None, now=0.0)
     spiller.check()
     assert len(runtime.spawned) == 1
     for coroutine in runtime.spawned:
@@ -172,7 +166,8 @@ def test_calls_in_flight_do_not_count_against_the_bound_on_waiting_messages() ->
 
 
 def test_a_spill_beyond_one_statement_goes_in_batches_and_every_message_moved_is_acked(monkeypatch: Any) -> None:
-    lanes = backlogged_lanes(1, 2 * SPILL_BATCH + 10)
+    broker = Broker()
+    lanes = backlogged_lanes(1, 2 * SPILL_BATCH + 10, broker)
     runtime = Runtime(lanes)
     statements: list[int] = []
 
@@ -187,7 +182,7 @@ def test_a_spill_beyond_one_statement_goes_in_batches_and_every_message_moved_is
 
     moved = 2 * SPILL_BATCH + 10 - 80  # down to 80 % of the bound
     assert statements == [SPILL_BATCH, moved - SPILL_BATCH]
-    assert lanes.held == 80 and len(runtime.acked) == moved
+    assert lanes.held == 80 and len(broker.acked) == moved
     assert lanes.lanes["ep_0"].spilled
 
 
@@ -232,7 +227,7 @@ def test_a_backlog_taken_back_goes_straight_into_its_lane_without_a_trip_through
     spiller.rt.run_spawned()
 
     assert [held.message.delivery_id for held in lane.queue] == [f"dlv_ep_a_{n}" for n in range(150)]
-    assert all(held.tag is None for held in lane.queue), "no broker message to ack"
+    assert all(held.receipt is None for held in lane.queue), "no broker message to ack"
     assert spiller.rt.published == [] and spiller.rt.woken == 1
     assert not lane.spilled  # it asked for 200 and got 150: nothing more waits in the database
 

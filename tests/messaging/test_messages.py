@@ -21,6 +21,25 @@ def test_a_message_round_trips_with_attempt_trigger_and_not_before():
     assert DeliveryMessage.decode(body, headers) == message.next(payload=PayloadJSON(b'{"a":1}'))
 
 
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def test_the_trace_context_travels_in_a_header_and_stays_with_every_next_attempt():
+    message = MESSAGE.next(traceparent=TRACEPARENT)
+    body, headers = message.encode()
+
+    assert headers["traceparent"] == TRACEPARENT
+    decoded = DeliveryMessage.decode(body, {**headers, "traceparent": TRACEPARENT.encode()})  # as pika may hand it
+    assert decoded.traceparent == TRACEPARENT
+    assert decoded.next(attempt=2, trigger="ladder").traceparent == TRACEPARENT
+
+
+def test_a_message_without_a_trace_context_has_no_traceparent_header_and_an_oversized_one_is_ignored():
+    assert "traceparent" not in MESSAGE.encode()[1]
+    body, headers = MESSAGE.encode()
+    assert DeliveryMessage.decode(body, {**headers, "traceparent": "0" * 500}).traceparent is None
+
+
 PAYLOADS = [{"a": 1}, {"z": [1, {"b": None}], "a": 1.5, "é": "ü\u2028\n\"q"}, {}]
 EVENT_TYPES = ["order.created", 'we"ird,"payload":{"x":1}}', "ünï"]
 
@@ -35,7 +54,7 @@ def test_a_worker_sends_the_payload_bytes_the_message_carried_without_parsing_th
     assert isinstance(decoded.payload, PayloadJSON) and decoded.event_type == event_type
     # The body of the whole message is what json.dumps makes of it (older workers read it), and the
     # request body is byte for byte what encoding the parsed payload would give.
-    assert body == json.dumps({**{k: v for k, v in message.__dict__.items() if k not in ("payload", "attempt", "trigger", "not_before")},
+    assert body == json.dumps({**{k: v for k, v in message.__dict__.items() if k not in ("payload", "attempt", "trigger", "not_before", "traceparent")},
                                "payload": payload}, separators=(",", ":")).encode()
     expected = json.dumps({"type": event_type, "timestamp": "t", "data": payload}, separators=(",", ":")).encode()
     assert body_bytes(event_type, "t", decoded.payload) == body_bytes(event_type, "t", payload) == expected

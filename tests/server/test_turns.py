@@ -84,7 +84,7 @@ def test_counts_come_back_to_zero_and_nothing_is_kept_of_a_client_with_nothing_l
 
     assert taken == ["a", "b", "c", "a"]  # a ran one at a time while the others were active
     assert turns.running == 0 and turns.take() is None
-    assert turns._waiting == {} and turns._running == {} and not turns._ring
+    assert len(turns._waiting) == 0 and not turns._waiting and turns._running == {}
 
 
 def test_a_request_naming_no_one_does_not_shrink_a_client_s_share() -> None:

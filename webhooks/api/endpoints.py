@@ -10,13 +10,11 @@ from flask_smorest import abort
 from peewee import fn
 
 from webhooks import actions
-from webhooks.delivery import netguard
 from webhooks.storage import db, endpoint_windows
 from webhooks.api.common import api_requester, attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
 from webhooks.api.auth import require_tenant
-from webhooks.storage.ids import new_id
-from webhooks.storage.models import Attempt, Delivery, Endpoint, HealthChange, Tenant
+from webhooks.storage.models import Attempt, Delivery, Endpoint, HealthChange
 from webhooks.health import probes
 from webhooks.health.presence import health_of
 from webhooks.api.schemas import (
@@ -35,8 +33,8 @@ from webhooks.api.schemas import (
     SecretRotateSchema,
     SecretSchema,
 )
-from webhooks.delivery.signing import generate_key, scheme_of
-from webhooks.storage.timeutil import seconds, utcnow
+from webhooks.delivery.signing import scheme_of
+from webhooks.storage.statuses import DeliveryStatus
 
 #: Health changes shown by ``GET /v1/endpoints/<id>/health``.
 MAX_HEALTH_CHANGES = 100
@@ -65,7 +63,7 @@ def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
         for row in Delivery.select(
             Delivery.endpoint, fn.COUNT(Delivery.id).alias("count"), fn.MIN(Delivery.created_at).alias("oldest")
         )
-        .where(Delivery.endpoint.in_([e.id for e in endpoints]) & (Delivery.status == "parked"))
+        .where(Delivery.endpoint.in_([e.id for e in endpoints]) & (Delivery.status == DeliveryStatus.PARKED))
         .group_by(Delivery.endpoint)
     } if endpoints else {}
     windows = endpoint_windows.of_endpoints([e.id for e in endpoints])
@@ -79,31 +77,11 @@ def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
     return endpoints
 
 
-def _within_endpoint_limit(tenant_id: str) -> None:
-    """Abort 409 when the tenant has ``MAX_ENDPOINTS_PER_TENANT`` live endpoints already.
-
-    Inside the creating transaction, with the tenant row locked (``db.locking``; SQLite's
-    writers are serialised anyway), so two creations at once cannot both pass the count.
-    """
-    limit = current_app.extensions["webhooks.settings"].max_endpoints_per_tenant
-    if not limit:
-        return
-    db.locking(Tenant.select(Tenant.id).where(Tenant.id == tenant_id)).execute()
-    live = Endpoint.select().where((Endpoint.tenant == tenant_id) & Endpoint.deleted_at.is_null()).count()
-    if live >= limit:
-        abort(409, message=f"this tenant has {live} endpoints, the most it may have (MAX_ENDPOINTS_PER_TENANT="
-                           f"{limit}): each endpoint receives every event it subscribes to, so their number is "
-                           f"bounded; delete one, or subscribe an existing one to more event types")
-
-
 def check_target(url: str) -> None:
     """Abort 422 (on ``url``) when the URL may not be called: SSRF rules of ``netguard``."""
-    settings = current_app.extensions["webhooks.settings"]
-    policy = netguard.TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks)
-    try:
-        netguard.check_url(url, policy)
-    except (netguard.BlockedAddress, ValueError) as error:  # UnresolvableHost is a BlockedAddress
-        abort(422, errors={"json": {"url": [str(error)]}})
+    problem = actions.target_problem(url, current_app.extensions["webhooks.settings"])
+    if problem:
+        abort(422, errors={"json": {"url": [problem]}})
 
 
 @blp.route("")
@@ -127,19 +105,13 @@ class Endpoints(MethodView):
         """
         check_target(data["url"])
         scheme = data.pop("signature_scheme", "v1")
-        now = utcnow()
-        with db.write():
-            _within_endpoint_limit(current_tenant().id)
-            endpoint = Endpoint.create(
-                id=new_id("ep"),
-                tenant=current_tenant().id,
-                secret=generate_key(scheme),
-                created_at=now,
-                updated_at=now,
-                **data,
-            )
+        try:
+            endpoint = actions.create_endpoint(current_tenant().id, data, scheme=scheme, max_endpoints=current_app.extensions[
+                "webhooks.settings"].max_endpoints_per_tenant)
+        except actions.EndpointLimitReached as error:
+            abort(409, message=str(error))
         with_parked_stats([endpoint])
-        return endpoint, {"Location": url_for("endpoints.Endpoint", endpoint_id=endpoint.id)}
+        return endpoint, {"Location": url_for(".Endpoint", endpoint_id=endpoint.id)}
 
 
 @blp.route("/<endpoint_id>", endpoint="Endpoint")
@@ -169,8 +141,7 @@ class EndpointItem(MethodView):
                 abort(422, errors={"json": {"status": ["send 'status' or 'disabled', not both"]}})
             disabled = status == "disabled"
         with db.write():
-            if changes:
-                Endpoint.update(**changes, updated_at=utcnow()).where(Endpoint.id == endpoint.id).execute()
+            actions.update_endpoint(endpoint, changes)
             if disabled is not None and disabled != endpoint.disabled:
                 actions.set_endpoint_disabled(endpoint, disabled, DISABLED_BY_REQUEST if disabled else None)
         return with_parked_stats([Endpoint.get_by_id(endpoint.id)])[0]
@@ -220,21 +191,7 @@ class EndpointSecretRotation(MethodView):
             # 409: a valid body that conflicts with the endpoint's scheme (or the one asked for).
             abort(409, message="a v1a key pair is generated by the service: send no secret")
         overlap = current_app.extensions["webhooks.settings"].secret_rotation_overlap
-        secret = data.get("secret") or generate_key(scheme)
-        now = utcnow()
-        with db.write():
-            (
-                # previous_secret = the secret column as it was: concurrent rotations cannot lose one.
-                Endpoint.update(
-                    previous_secret=Endpoint.secret,
-                    previous_secret_until=now + seconds(overlap),
-                    secret=secret,
-                    updated_at=now,
-                )
-                .where(Endpoint.id == endpoint.id)
-                .execute()
-            )
-            return Endpoint.get_by_id(endpoint.id)
+        return actions.rotate_secret(endpoint, overlap, scheme, data.get("secret"))
 
 
 @blp.route("/<endpoint_id>/recover")

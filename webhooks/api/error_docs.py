@@ -1,4 +1,4 @@
-"""OpenAPI: the errors of every /v1 operation that no view decorator declares (401, 429, 404, 400, 413, 415).
+"""OpenAPI: the errors of every /v1 operation that no view decorator declares (401, 403, 429, 404, 400, 413, 415).
 
 They come from ``before_request`` hooks, the strict JSON parser (which also refuses bodies that are not JSON) and ``get_owned``, so one apispec plugin adds them.
 The 429 response says both limits that answer it and documents its ``Retry-After``.
@@ -12,6 +12,7 @@ from apispec import APISpec, BasePlugin
 
 #: (status, flask-smorest's lazily registered response component, which has the shared ``Error`` schema).
 UNAUTHORIZED = (401, "UNAUTHORIZED")
+FORBIDDEN = (403, "FORBIDDEN")
 NOT_FOUND = (404, "NOT_FOUND")
 BAD_REQUEST = (400, "BAD_REQUEST")
 TOO_LARGE = (413, "REQUEST_ENTITY_TOO_LARGE")
@@ -40,7 +41,7 @@ def error_responses(path: str, operation: dict[str, Any]) -> list[tuple[int, str
     """The errors an operation on ``path`` (OpenAPI form, ``{id}``) may answer besides its declared ones."""
     if not path.startswith(TENANT_API_PREFIX):
         return []
-    errors = [UNAUTHORIZED, TOO_MANY]
+    errors = [UNAUTHORIZED, FORBIDDEN, TOO_MANY]  # 403: the other kind of key (tenant or platform)
     if "{" in path:
         errors.append(NOT_FOUND)
     if "requestBody" in operation:

@@ -8,6 +8,7 @@ from flask import current_app, jsonify, request, url_for
 from flask.views import MethodView
 from flask_smorest import abort
 
+from webhooks.catalog.registry import EventsRejected
 from webhooks.ingest import accept as ingest
 from webhooks.storage import retention
 from webhooks.ingest.accept import MAX_BATCH, NewEvent
@@ -63,6 +64,7 @@ def accepted_body(event: Event, deliveries: list[Delivery]) -> dict[str, Any]:
         "event_type": event.event_type,
         "payload": event.payload,
         "created_at": isoformat(event.created_at),
+        "test": bool(event.test),
         "deliveries": [{"id": d.id, "endpoint_id": d.endpoint_id, "status": d.status} for d in deliveries],
     }
 
@@ -80,6 +82,12 @@ def batch_body(accepted: list[ingest.Accepted]) -> dict[str, Any]:
         }
         for a in accepted
     ]}
+
+
+def _rejected_message(event_type: str, problems: dict[str, Any]) -> str:
+    if "payload" in problems:
+        return f"the payload does not match the schema of event type {event_type!r}: see errors.json.payload"
+    return f"event type {event_type!r} may not be posted: see errors.json.event_type"
 
 
 def _idempotency_key(header: str | None, field: str | None) -> str | None:
@@ -116,7 +124,10 @@ class Events(MethodView):
             abort(409, message=str(error))
         except ingest.BatchOverRateLimit as error:
             abort(422, message=str(error))
-        response_headers = {"Location": url_for("events.Event", event_id=accepted.event.id)}
+        except EventsRejected as error:
+            abort(422, message=_rejected_message(data["event_type"], error.problems[0]),
+                  errors={"json": error.problems[0]})
+        response_headers = {"Location": url_for(".Event", event_id=accepted.event.id)}
         if accepted.replayed:
             response_headers[REPLAYED_HEADER] = "true"
         return jsonify(accepted_body(accepted.event, accepted.deliveries)), 202, response_headers
@@ -135,6 +146,8 @@ class Events(MethodView):
         query = Event.select().where(Event.tenant == tenant_id)
         if "event_type" in args:
             query = query.where(Event.event_type == args["event_type"])
+        if not args["include_test"]:
+            query = query.where(Event.test == False)  # noqa: E712 - SQL, not Python
         page = cursor_page(
             query, Event.seq, limit=args["limit"], after=args["after"], feed=True, prefetch=(_deliveries_in_order(),)
         )
@@ -181,6 +194,8 @@ class EventBatch(MethodView):
                 for index in error.indexes}})
         except ingest.BatchOverRateLimit as error:
             abort(422, errors={"json": {"_schema": [str(error)]}})
+        except EventsRejected as error:
+            abort(422, message=str(error), errors={"json": {str(i): found for i, found in error.problems.items()}})
         return jsonify(batch_body(accepted)), 202
 
 

@@ -15,18 +15,23 @@ handlers, documented once in the OpenAPI document. The errors ingestion raises
 so the view meets them again; an unexpected error is re-raised inside Flask's request
 handling, which logs it and answers 500 as for any other route.
 
-The key is checked before the body is read (design decision 24): a request without a
-valid key costs no parsing; it is handed over, and the views answer its 401.
+The key is checked before the body is read, so slow or keyless clients slow no one: a
+request without a valid key costs no parsing; it is handed over, and the views answer its 401.
+
+The same paths under ``/v1/tenants/<id or uid>/`` take a platform key and the tenant it names
+(``auth.require_tenant``'s rule); any other key or tenant is handed over too (403, 404).
 """
 
 from __future__ import annotations
 
 import io
+import re
 from typing import Any, Callable, Iterable
 
 from flask import Flask, request
 
 from webhooks.api.costs import record_deliveries
+from webhooks.catalog.registry import EventsRejected
 from webhooks.ingest import accept as ingest, auth_keys
 from webhooks.api.events import (
     EVENT_CREATE,
@@ -38,16 +43,20 @@ from webhooks.api.events import (
 )
 from webhooks.api.parsing import fast_load_body, fast_load_headers, loads_strict
 from webhooks.ingest.accept import MAX_BATCH, NewEvent
+from webhooks.observability.web_spans import ROUTE
 
 #: Paths the shortcut may answer.
 SINGLE, BATCH = "/v1/events", "/v1/events/batch"
+
+#: The same, for a platform key acting for a tenant: ``/v1/tenants/<ref>/events[/batch]``.
+FOR_TENANT = re.compile(r"/v1/tenants/([^/]+)/events(?:/batch)?")
 
 #: environ key carrying an unexpected error from the shortcut to Flask, which re-raises it.
 FAILED = "webhooks.fast_ingest.error"
 
 #: Errors raised before anything was written: the view, run next, meets them again.
 NOTHING_WRITTEN = (ingest.RateLimited, ingest.IdempotencyConflict, ingest.BatchOverRateLimit,
-                   ingest.ReservedEventType, ingest.UnknownTenant)
+                   ingest.ReservedEventType, ingest.UnknownTenant, EventsRejected)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -63,15 +72,19 @@ class FastIngest:
         self.app, self.wsgi_app = app, wsgi_app
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO")
-        if environ.get("REQUEST_METHOD") != "POST" or path not in (SINGLE, BATCH):
+        path = environ.get("PATH_INFO") or ""
+        for_tenant = FOR_TENANT.fullmatch(path)
+        if environ.get("REQUEST_METHOD") != "POST" or path not in (SINGLE, BATCH) and for_tenant is None:
             return self.wsgi_app(environ, start_response)
         body = None
+        environ[ROUTE] = path  # for the request's span (``webhooks.observability.web_spans``)
         try:
-            tenant = _tenant(environ)
+            ref = for_tenant.group(1) if for_tenant else None
+            tenant = _tenant(environ, ref)
             body = _body(environ, self.app.config.get("MAX_CONTENT_LENGTH"))
             with self.app.app_context():
-                response = self._accept(environ, tenant, body, path == BATCH)
+                location = f"/v1/tenants/{ref}/events" if ref else SINGLE
+                response = self._accept(environ, tenant, body, path.endswith("/batch"), location)
                 return response(environ, start_response)
         except Declined:
             pass
@@ -83,7 +96,7 @@ class FastIngest:
             environ["wsgi.input"] = io.BytesIO(body)
         return self.wsgi_app(environ, start_response)
 
-    def _accept(self, environ: dict[str, Any], tenant: Any, body: bytes, batch: bool) -> Any:
+    def _accept(self, environ: dict[str, Any], tenant: Any, body: bytes, batch: bool, location: str) -> Any:
         try:
             document = loads_strict(body)
         except ValueError:
@@ -103,7 +116,7 @@ class FastIngest:
             (one,) = ingest.accept_events(tenant, [NewEvent(data["event_type"], data["payload"], key)])
             record_deliveries(environ, [one])
             response = self.app.json.response(accepted_body(one.event, one.deliveries))
-            response.headers["Location"] = f"{SINGLE}/{one.event.id}"
+            response.headers["Location"] = f"{location}/{one.event.id}"
             if one.replayed:
                 response.headers[REPLAYED_HEADER] = "true"
         response.status_code = 202
@@ -126,9 +139,13 @@ def _body(environ: dict[str, Any], limit: int | None) -> bytes:
     return body
 
 
-def _tenant(environ: dict[str, Any]) -> Any:
+def _tenant(environ: dict[str, Any], ref: str | None) -> Any:
+    """The tenant a tenant key (``ref`` None) or a platform key (the tenant ``ref`` names) acts for."""
     scheme, _, key = environ.get("HTTP_AUTHORIZATION", "").strip().partition(" ")
-    tenant = auth_keys.authenticate(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
+    holder = auth_keys.authenticate_key(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
+    if holder is None or holder.is_platform != (ref is not None):
+        raise Declined()
+    tenant = holder.tenant if ref is None else auth_keys.tenant_by_ref(ref)
     if tenant is None:
         raise Declined()
     return tenant

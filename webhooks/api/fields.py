@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from marshmallow import ValidationError, fields, validate
 
+from webhooks.catalog.filters import FilterError, compile_filter
 from webhooks.delivery.netguard import split_url
 from webhooks.delivery.signing import SCHEMES, is_valid_secret
 from webhooks.event_types import EVENT_TYPE_PATTERN
@@ -20,13 +21,13 @@ from webhooks.storage.timeutil import isoformat, to_naive_utc
 #: Endpoint URLs longer than this are refused (no receiver needs more).
 MAX_URL_LENGTH = 2048
 
-#: An endpoint subscribes to at most this many event types (decision 16).
+#: An endpoint subscribes to at most this many event types (its filter is matched on every event).
 MAX_EVENT_TYPES = 100
 
 #: Endpoint metadata: at most this many keys, each key and value bounded.
 MAX_METADATA_KEYS = 50
 
-#: Page sizes: ``limit`` defaults to 50 and may not exceed 250 (decision 4).
+#: Page sizes: ``limit`` defaults to 50 and may not exceed 250 (one page is one bounded query).
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 250
 
@@ -124,3 +125,31 @@ class UtcDateTime(fields.DateTime):
             return to_naive_utc(super()._deserialize(value, attr, data, **kwargs))
         except OverflowError:  # e.g. 0001-01-01T00:00+01:00 is before year 1 in UTC
             raise ValidationError("is out of range once converted to UTC") from None
+
+
+#: Where the OpenAPI document keeps the filter's shape (registered by ``webhooks.api.register_blueprints``).
+FILTER_COMPONENT = "EndpointFilter"
+
+
+class FilterField(fields.Raw):
+    """An endpoint's ``filter``: checked and compiled (``webhooks.catalog.filters``); ``{}`` loads as None."""
+
+    def __init__(self, description: str | None = None, **kwargs: Any) -> None:
+        shape = {"oneOf": [{"$ref": f"#/components/schemas/{FILTER_COMPONENT}"}], "nullable": True}
+        super().__init__(allow_none=True, metadata=shape | ({"description": description} if description else {}),
+                         **kwargs)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        try:
+            compile_filter(value)
+        except FilterError as error:
+            raise ValidationError({error.path or "_filter": [error.message]}) from None
+        return value or None
+
+
+def metadata_field(**kwargs: Any) -> fields.Dict:
+    """Free-form string metadata (an endpoint's, a tenant's): at most ``MAX_METADATA_KEYS`` keys,
+    each value at most 1000 characters. Keys are any strings (OpenAPI 3.0 cannot state a bound on
+    keys; the body size bounds them)."""
+    return fields.Dict(keys=fields.String(), values=fields.String(validate=validate.Length(max=1000)),
+                       validate=validate.Length(max=MAX_METADATA_KEYS), **kwargs)

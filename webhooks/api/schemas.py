@@ -9,9 +9,9 @@ from __future__ import annotations
 from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.api.fields import (
-    DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, MAX_EVENT_TYPES, MAX_METADATA_KEYS, MAX_PAGE_SIZE, MAX_SEQ,
+    DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, FilterField, MAX_EVENT_TYPES, MAX_PAGE_SIZE, MAX_SEQ,
     MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, StrictBoolean, UtcDateTime, cursor_field, id_pattern, parses_as_url,
-    unique, valid_secret,
+    metadata_field, unique, valid_secret,
 )
 from webhooks.delivery.netguard import URL_PATTERN
 from webhooks.delivery.signing import SCHEMES, public_key, scheme_of, shared_secret
@@ -48,17 +48,13 @@ class EndpointCreateSchema(Schema):
         validate=validate.Range(1, 10_000),
         metadata={"description": "Calls per second at most; null for no limit."},
     )
-    # Keys are any strings (OpenAPI 3.0 cannot state a bound on keys; the body size bounds them).
-    metadata = fields.Dict(
-        keys=fields.String(),
-        values=fields.String(validate=validate.Length(max=1000)),
-        validate=validate.Length(max=MAX_METADATA_KEYS),
-    )
+    metadata = metadata_field()
     contact_email = fields.Email(
         allow_none=True,
         validate=validate.Length(max=320),
         metadata={"description": "Who is emailed when the endpoint goes offline, comes back or is disabled."},
     )
+    filter = FilterField()
     signature_scheme = fields.String(
         validate=SCHEME,
         metadata={
@@ -178,6 +174,10 @@ class EventListArgsSchema(Schema):
     )
     limit = fields.Integer(load_default=DEFAULT_PAGE_SIZE, validate=validate.Range(1, MAX_PAGE_SIZE))
     event_type = fields.String(validate=EVENT_TYPE)
+    include_test = fields.Boolean(
+        load_default=False, truthy={"true"}, falsy={"false"},
+        metadata={"description": "`true`: the test events of `send-example` too (left out by default)."},
+    )
 
 
 # --- responses --------------------------------------------------------------------------
@@ -236,6 +236,7 @@ class EndpointSchema(Schema):
     parked_count = fields.Integer(metadata={"description": "Deliveries waiting for the endpoint to be back."})
     oldest_parked_at = UtcDateTime(allow_none=True)
     concurrency = fields.Nested(ConcurrencySchema)
+    filter = fields.Dict(allow_none=True, metadata={"description": "Only events matching it are delivered; null: all."})
     signature_scheme = _scheme_field()
     created_at = UtcDateTime()
     updated_at = UtcDateTime()
@@ -336,6 +337,7 @@ class EventSchema(Schema):
     event_type = fields.String()
     payload = fields.Dict()
     created_at = UtcDateTime()
+    test = fields.Boolean(metadata={"description": "A test event (`send-example`): sent to one endpoint only."})
     deliveries = fields.List(fields.Nested(DeliverySummarySchema))
 
 
@@ -343,7 +345,7 @@ class BatchEventSchema(EventSchema):
     """An event of a batch's answer: without its payload (the caller has just sent it)."""
 
     class Meta:
-        exclude = ("payload",)
+        exclude = ("payload", "test")
 
     replayed = fields.Boolean(
         metadata={"description": "True when the item's idempotency key named this event already: nothing was created."}

@@ -18,6 +18,7 @@ from webhooks.storage.db import connection
 from webhooks.ingest.auth_keys import tenant_info
 from webhooks.storage.models import Delivery, Tenant
 from webhooks.storage.timeutil import isoformat, utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 
 def _read_password(from_stdin: bool) -> str:
@@ -157,7 +158,7 @@ def init_app(app: Flask) -> None:
             else:
                 args = {"tenant": tenant, "endpoint_id": endpoint, "event_type": event_type, "since": since}
                 try:
-                    filters = DeliveryFilter.from_args(args, utcnow(), statuses=("failed",))
+                    filters = DeliveryFilter.from_args(args, utcnow(), statuses=(DeliveryStatus.FAILED,))
                 except FilterError as error:
                     raise click.BadParameter(str(error), param_hint=f"--{error.field.replace('_', '-')}") from None
                 job = replay.create_job(filters, audit.cli_actor())

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from http import HTTPStatus
 
+from webhooks.delivery.http_result import GONE, TOO_MANY_REQUESTS, is_redirect, is_server_error
 from webhooks.durations import name_ms, parse_seconds
 from webhooks.messaging.ladder import Ladder
 from webhooks.storage.statuses import LADDER_STATUSES
@@ -42,6 +43,8 @@ def requester_label(kind: str, name: str, key_name: str | None = None) -> str:
         return f"tenant API key “{key_name}” ({name})" if key_name else f"tenant API key {name}"
     if kind == "cli":
         return f"command line ({name})"
+    if kind == "portal":
+        return actor_label(name)
     return f"{name} (staff)"
 
 
@@ -57,15 +60,15 @@ ERROR_CLASSES = {
 
 
 def _status_meaning(status: int) -> str:
-    if status == 410:
+    if status == GONE:
         return "the receiver says the endpoint is gone, so it was disabled"
-    if status == 429:
+    if status == TOO_MANY_REQUESTS:
         return "the receiver asked us to slow down"
-    if 300 <= status < 400:
+    if is_redirect(status):
         return "a redirect, which is not followed"
     if 400 <= status < 500:
         return "the receiver refused the request"
-    if status >= 500:
+    if is_server_error(status):
         return "an error at the receiver"
     return "not a success"
 
@@ -90,8 +93,12 @@ def cause_detail(error: str | None, response_status: int | None) -> str | None:
 
 
 def actor_label(actor: str) -> str:
-    """Who did something, for people: ``root on the command line``, or the staff member's email."""
+    """Who did something, for people: ``root on the command line``, ``portal session 1a2b… of tenant
+    ten_…``, or the staff member's email."""
     kind, _, name = actor.partition(":")
+    if kind == "portal" and ":" in name:
+        tenant, _, session = name.partition(":")
+        return f"portal session {session} of tenant {tenant}"
     return f"{name} on the command line" if kind == "cli" and name else actor
 
 

@@ -13,16 +13,17 @@ from webhooks.console.formatting import parse_when
 from webhooks.ingest.auth_keys import find_tenant
 from webhooks.storage.ids import has_prefix
 from webhooks.storage.models import Delivery, Endpoint, Event, Tenant
+from webhooks.storage.statuses import DELIVERY_STATUSES, UNFINISHED_STATUSES
 from webhooks.storage.timeutil import isoformat, utcnow
 
 #: Rows per page of every list.
 PAGE_SIZE = 50
 
 #: Every delivery status, in the order the console lists them.
-STATUSES = ("pending", "retrying", "parked", "delivered", "failed", "cancelled")
+STATUSES = DELIVERY_STATUSES
 
 #: Deliveries that are still owed an attempt.
-UNDELIVERED = ("pending", "retrying", "parked")
+UNDELIVERED = UNFINISHED_STATUSES
 
 
 class FilterError(ValueError):

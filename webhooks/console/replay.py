@@ -28,6 +28,7 @@ from webhooks.storage.db import connection
 from webhooks.storage.models import Delivery
 from webhooks.messaging.publisher import Publisher
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ Progress = Callable[[ReplayJob], None]
 def _matching(job: ReplayJob) -> peewee.ModelSelect:
     """Failed deliveries matching the job's filters, not touched since the job was made."""
     filters = DeliveryFilter.from_json(job.filters)
-    return filters.query().where((Delivery.status == "failed") & (Delivery.updated_at <= job.created_at))
+    return filters.query().where((Delivery.status == DeliveryStatus.FAILED) & (Delivery.updated_at <= job.created_at))
 
 
 def selection(job: ReplayJob, *, from_cursor: bool = True) -> peewee.ModelSelect:

@@ -16,6 +16,7 @@ from webhooks.console.formatting import cause_detail, cause_label
 from webhooks.console.queries import UNDELIVERED
 from webhooks.storage.models import Attempt, Delivery, Endpoint, Tenant
 from webhooks.messaging.topology import Topology
+from webhooks.storage.statuses import DeliveryStatus
 
 #: How long the overview waits for the broker before it says "broker unavailable" (s).
 BROKER_TIMEOUT = 1.0
@@ -70,7 +71,7 @@ def endpoint_hourly(endpoint_id: str, now: datetime) -> list[HourStat]:
         .where((Attempt.endpoint == endpoint_id) & (Attempt.started_at >= now - timedelta(hours=25)))
         .tuples()
     )
-    return hourly(((started, duration, outcome == "delivered") for started, duration, outcome in rows), now)
+    return hourly(((started, duration, outcome == DeliveryStatus.DELIVERED) for started, duration, outcome in rows), now)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class Cause:
 
 def failure_causes(endpoint_id: str, since: datetime) -> list[Cause]:
     """Failed attempts of ``endpoint_id`` since ``since``, grouped by cause, most frequent first."""
-    failed = (Attempt.endpoint == endpoint_id) & (Attempt.started_at >= since) & (Attempt.outcome != "delivered")
+    failed = (Attempt.endpoint == endpoint_id) & (Attempt.started_at >= since) & (Attempt.outcome != DeliveryStatus.DELIVERED)
     groups = (
         Attempt.select(Attempt.error_class, Attempt.response_status, peewee.fn.COUNT(Attempt.id).alias("n"))
         .where(failed)

@@ -18,23 +18,23 @@ from webhooks import metrics
 from webhooks.delivery.claims import Claim, ClaimState
 from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
-from webhooks.delivery.lanes import Held
+from webhooks.delivery.lanes import Held, Slot
 from webhooks.delivery.runtime import Runtime, Stopping
-from webhooks.delivery.http_result import HttpResult, kept_headers, without_nul
+from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, counts_towards_offline, kept_headers, without_nul
 from webhooks.delivery.window import Signal, signal_of
 from webhooks.storage.ids import new_id
 from webhooks.messaging.messages import DeliveryMessage
+from webhooks.observability import attempt_spans
 from webhooks.delivery.outgoing import active_secrets, build_request
 from webhooks.delivery.records import Outcome
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 log = logging.getLogger(__name__)
 
 #: A claim outlives the call by this much, so a slow but live worker keeps its attempt.
 LEASE_MARGIN_SECONDS = 5.0
 
-#: Response bodies are stored up to this size (the sender reads no more).
-MAX_STORED_BODY = 20 * 1024
 
 
 class Attempts:
@@ -50,7 +50,7 @@ class Attempts:
         try:
             claim = await self.rt.until_db(self.rt.claims, held.message)
         except Stopping:
-            self._done(held, Signal.NEUTRAL, 0.0)
+            self.release(held.slot, Signal.NEUTRAL)
             self.rt.give_back([held])
             return
         finally:
@@ -59,36 +59,32 @@ class Attempts:
         if claim.state is ClaimState.CLAIMED and claim.endpoint is not None:
             await self._attempt(held, claim)
             return
-        self._done(held, Signal.NEUTRAL, 0.0)
+        self.release(held.slot, Signal.NEUTRAL)
         if claim.state is ClaimState.THROTTLED:
             self._pause(held, claim.wait)
         elif claim.state is ClaimState.BUSY:
             # Another worker holds this attempt (a duplicate message): look again in a second.
-            await self.rt.move(held.tag, held.session, self.topology.defer, *held.message.encode())
+            await self.rt.move(held.receipt, self.topology.defer, *held.message.encode())
         else:
             message = held.message
             log.info("%s delivery=%s attempt=%d", claim.state.value, message.delivery_id, message.attempt)
-            self.rt.ack(held.tag, held.session)
+            held.ack()
 
-    def _done(self, held: Held, signal: Signal, sent_at: float) -> None:
-        """The call (or the claim that made none) is over: its window slot is free."""
-        lane = held.lane
-        _, level = lane.sending.pop(held, (sent_at, None))
+    def release(self, slot: Slot | None, signal: Signal) -> None:
+        """The call (or the claim that made none) is over: its window slot is free. Called when
+        the call ends and, whatever happened, when the delivery is over (``Slot.release`` acts once)."""
+        if slot is None or not slot.held:
+            return
         now = self.rt.loop.time()
-        cuts = lane.window.cuts
-        lane.window.finished(signal, sent_at, now, level, self.rt.lag.allowance(now))
-        if lane.window.cuts > cuts:
+        if slot.release(signal, now, self.rt.lag.allowance(now)):
             metrics.WINDOW_CUTS.labels("latency" if signal is Signal.ANSWERED else "failure").inc()
-        self.rt.lanes.wake(lane, now)
+        self.rt.lanes.wake(slot.lane, now)
         self.rt.wake()
 
     def _pause(self, held: Held, seconds: float) -> None:
         """The endpoint's rate limit is used up: its lane waits, this message first in line."""
         loop = self.rt.loop
-        lane = held.lane
-        lane.paused_until = max(lane.paused_until, loop.time() + seconds)
-        self.rt.lanes.put_back(held, loop.time())
-        loop.call_at(lane.paused_until, self._unpause, lane)
+        loop.call_at(self.rt.lanes.pause(held, seconds, loop.time()), self._unpause, held.lane)
 
     def _unpause(self, lane: Any) -> None:
         loop = self.rt.loop
@@ -107,14 +103,13 @@ class Attempts:
         request = build_request(
             message.event_id, message.event_type, message.event_created_at, message.payload, secrets, int(time.time())
         )
-        sent_at = self.rt.loop.time()
-        _, level = held.lane.sending.get(held, (sent_at, held.lane.window.in_flight))
-        held.lane.sending[held] = (sent_at, level)
+        assert held.slot is not None
+        held.slot.goes_out(self.rt.loop.time())
         result = await self.rt.sender.post(endpoint.url, request.headers, request.body)
-        self._done(held, signal_of(result.status_code, result.error_class), sent_at)
+        self.release(held.slot, signal_of(result.status_code, result.error_class))
 
         verdict = classify(result.status_code, result.headers, result.error_class, result.error)
-        step = after_attempt(message, verdict, claim.prior_status or "pending", claim.manual_attempts, claim.due_at,
+        step = after_attempt(message, verdict, claim.prior_status or DeliveryStatus.PENDING, claim.manual_attempts, claim.due_at,
                              self.ladder, self.topology, started)
         outcome = Outcome(
             attempt_id=new_id("att"),
@@ -124,7 +119,7 @@ class Attempts:
             last_status_code=result.status_code,
             last_error=None if verdict.delivered else verdict.summary,
             manual_attempts=step.manual_attempts,
-            counts_as_failure=result.status_code != 429,
+            counts_as_failure=counts_towards_offline(result.status_code),
             disable_reason=verdict.summary if verdict.gone else None,
             exhausted=step.exhausted,
         )
@@ -136,12 +131,13 @@ class Attempts:
             return
         if not recorded:
             log.info("attempt recorded elsewhere delivery=%s attempt=%d", message.delivery_id, message.attempt)
-            self.rt.ack(held.tag, held.session)
+            held.ack()
             return
         _log(message, verdict, step, result)
         metrics.observe_attempt(result.status_code, result.duration_ms / 1000, step.status)
+        attempt_spans.recorder.note(held, outcome, step)
         await self._send_on(message, step)
-        self.rt.ack(held.tag, held.session)
+        held.ack()
 
     async def _send_on(self, message: DeliveryMessage, step: Step) -> None:
         """Publish what follows a recorded attempt: the next attempt, or a copy for the dead-letter queue."""
@@ -156,7 +152,7 @@ class Attempts:
                 log.warning("next attempt of delivery=%s not confirmed by the broker; the relay will publish it",
                             message.delivery_id)
         elif step.exhausted:
-            # For operators; the database is the list of failed deliveries (decision 3).
+            # A copy for operators: the database is the list of failed deliveries (replayed from there).
             if not await self.rt.publish(self.topology.dead, *message.encode()):
                 log.warning("dead-letter copy of delivery=%s not confirmed", message.delivery_id)
 
@@ -181,8 +177,8 @@ def attempt_fields(
 
 
 def _stored_body(body: bytes) -> str | None:
-    """The response body as the attempt keeps it: its first ``MAX_STORED_BODY`` bytes, as storable text."""
-    return without_nul(body[:MAX_STORED_BODY].decode("utf-8", errors="replace")) if body else None
+    """The response body as the attempt keeps it: its first ``MAX_BODY_BYTES`` bytes, as storable text."""
+    return without_nul(body[:MAX_BODY_BYTES].decode("utf-8", errors="replace")) if body else None
 
 
 def _log(message: DeliveryMessage, verdict: Verdict, step: Step, result: HttpResult) -> None:

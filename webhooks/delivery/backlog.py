@@ -69,14 +69,14 @@ def take_spilled(endpoint_id: str, limit: int, hold_seconds: float | None = None
             return []
         rows = (
             Delivery.select(Delivery.id, Delivery.endpoint_id, Delivery.tenant_id, Delivery.attempts, Event.id,
-                            Event.event_type, Event.created_at, Event.payload.coerce(False))
+                            Event.event_type, Event.created_at, Event.payload.coerce(False), Event.traceparent)
             .join(Event).where(Delivery.id.in_(ids)).order_by(Delivery.created_at, Delivery.id).tuples()
         )
         return [_message(*row) for row in rows]
 
 
 def _message(delivery_id: str, endpoint_id: str, tenant_id: str, attempts: int, event_id: str, event_type: str,
-             created_at: datetime, payload: str) -> DeliveryMessage:
+             created_at: datetime, payload: str, traceparent: str | None = None) -> DeliveryMessage:
     """The next ladder attempt's message, the payload kept as the JSON text it is stored as.
 
     ``PayloadField`` stores the compact JSON ``payload_json`` makes, keys in the order they
@@ -85,7 +85,7 @@ def _message(delivery_id: str, endpoint_id: str, tenant_id: str, attempts: int, 
     """
     return DeliveryMessage(delivery_id=delivery_id, event_id=event_id, endpoint_id=endpoint_id, tenant_id=tenant_id,
                            event_type=event_type, event_created_at=isoformat(created_at) or "",
-                           payload=PayloadJSON(payload.encode()), attempt=attempts + 1)
+                           payload=PayloadJSON(payload.encode()), attempt=attempts + 1, traceparent=traceparent)
 
 
 @retrying

@@ -29,7 +29,7 @@ from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
 import peewee
 
-from webhooks.messaging.turns import in_turns
+from webhooks.turns import in_turns
 from webhooks.storage import db
 
 T = TypeVar("T")

@@ -20,8 +20,8 @@ handed the worker nothing for seconds at a time (``bench/RESULTS.md``). Delivery
 are per channel: the session numbers them ``tag * CHANNEL_SLOTS + channel``. Publishing is
 pipelined: each ``publish`` returns once the broker confirmed (or refused) that
 message, while others are under way. Every publish is ``mandatory`` through the
-default exchange, so a missing queue comes back as a refusal, not a silent drop
-(decision 2). ``closed`` resolves when the connection or a channel goes away.
+default exchange, so a missing queue comes back as a refusal, not a silent drop: a
+message is never lost on its way to a queue nobody declared. ``closed`` resolves when the connection or a channel goes away.
 """
 
 from __future__ import annotations
@@ -53,6 +53,11 @@ OnMessage = Callable[[int, pika.BasicProperties, bytes], None]
 CHANNEL_PREFETCH = 5_000
 #: ... over at most this many channels (a delivery tag carries its channel in its low bits).
 CHANNEL_SLOTS = 16
+
+#: A closing session waits this long at most for the broker to confirm its connections closed
+#: (seconds), looking every ``CLOSE_POLL_SECONDS``.
+CLOSE_TIMEOUT_SECONDS = 5.0
+CLOSE_POLL_SECONDS = 0.01
 
 
 def consumer_channels(prefetch: int) -> list[int]:
@@ -290,8 +295,8 @@ class Session:
                     connection.close()
                 except pika.exceptions.ConnectionWrongStateError:
                     pass
-        deadline = self.loop.time() + 5.0
+        deadline = self.loop.time() + CLOSE_TIMEOUT_SECONDS
         while self.loop.time() < deadline and not (
                 self.closed.done() and all(c is None or c.is_closed for c in (self.connection, self.publishing))):
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(CLOSE_POLL_SECONDS)
         self._close(SessionClosed("closed by the worker"))

@@ -1,4 +1,4 @@
-"""Claiming an attempt (decision 1): a lease on the delivery while its attempt is the next one.
+"""Claiming an attempt: a lease on the delivery while its attempt is the next one (one ladder per delivery).
 
 A message whose attempt number is no longer the next one is stale and dropped, so
 redeliveries, relay races and resends never start a second retry chain. The claim is
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Sequence
 
-import peewee
 
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
@@ -30,11 +29,13 @@ from webhooks.storage.pg_prepared import PreparedStatements, small_batch_name
 from webhooks.delivery.endpoint_view import EndpointView
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint
-from webhooks.storage.statuses import LADDER_STATUSES, MANUAL_STATUSES, PROBE_STATUSES, UNFINISHED_STATUSES
+from webhooks.storage.statuses import DeliveryStatus, LADDER_STATUSES, MANUAL_STATUSES, PROBE_STATUSES, UNFINISHED_STATUSES
 from webhooks.storage.timeutil import utcnow
 
 
 class ClaimState(enum.Enum):
+    """What a claim came to (a word for the logs; the delivery's status is a ``DeliveryStatus``)."""
+
     CLAIMED = "claimed"
     #: The attempt was made already (or the delivery is finished): drop the message.
     STALE = "stale"
@@ -153,13 +154,11 @@ def _lease_alone(sql: str, params: list[Any], name: str | None) -> list[tuple[An
     prepared (``name``) when the batch is small."""
     if name is not None:
         prepared.prepare(name, sql)  # once per connection, outside any transaction
-    try:
-        return database.execute_sql(f"{RELAXED_COMMIT}; {prepared.sql_for(name, sql) if name else sql}",
-                                    params).fetchall()
-    except peewee.DatabaseError as error:
-        if name is None or not prepared.vanished(error):  # gone: the implicit transaction wrote nothing
-            raise
+    if name is None:
         return database.execute_sql(f"{RELAXED_COMMIT}; {sql}", params).fetchall()
+    return prepared.again_if_vanished(  # gone: the implicit transaction wrote nothing
+        lambda prepare: database.execute_sql(f"{RELAXED_COMMIT}; {prepared.sql_for(name, sql) if prepare else sql}",
+                                             params).fetchall())
 
 
 #: What the row-by-row path reads of each delivery.
@@ -246,7 +245,7 @@ class _Decisions:
             return Claim(ClaimState.BUSY, row.status)
         endpoint = row.endpoint
         if endpoint.deleted_at is not None:
-            return self._settle(message, row.status, ClaimState.CANCELLED, UNFINISHED_STATUSES)
+            return self._settle(message, row.status, ClaimState.CANCELLED, DeliveryStatus.CANCELLED, UNFINISHED_STATUSES)
         if message.trigger == "probe" and (endpoint.health != presence.OFFLINE or endpoint.disabled):
             # Back already (the release sends what is parked, in order, one at a time) or
             # disabled by someone meanwhile: a probe is only for an offline endpoint.
@@ -258,11 +257,11 @@ class _Decisions:
                 endpoint.health == presence.OFFLINE
                 # A retry from before the outage, back from a waiting tier while the parked
                 # deliveries are released: it joins them, to arrive in creation order.
-                or (endpoint.health == presence.RECOVERING and row.status == "retrying")
+                or (endpoint.health == presence.RECOVERING and row.status == DeliveryStatus.RETRYING)
             )
         )
         if parks:
-            return self._settle(message, row.status, ClaimState.PARKED, LADDER_STATUSES)
+            return self._settle(message, row.status, ClaimState.PARKED, DeliveryStatus.PARKED, LADDER_STATUSES)
         if row.lease_until is not None and row.lease_until > self.now:
             return Claim(ClaimState.BUSY, row.status)
         tokens = None
@@ -275,8 +274,10 @@ class _Decisions:
         self._decided.add(message.delivery_id)
         return Claim(ClaimState.CLAIMED, row.status, EndpointView.of(endpoint), 0.0, row.manual_attempts, row.next_attempt_at)
 
-    def _settle(self, message: DeliveryMessage, prior: str, state: ClaimState, statuses: tuple[str, ...]) -> Claim:
-        self.settled.append((message, state.value, statuses))
+    def _settle(self, message: DeliveryMessage, prior: str, state: ClaimState, status: DeliveryStatus,
+                statuses: tuple[str, ...]) -> Claim:
+        """Decided without an attempt: the delivery moves to ``status`` if it is still in one of ``statuses``."""
+        self.settled.append((message, status, statuses))
         self._decided.add(message.delivery_id)
         return Claim(state, prior)
 
@@ -297,15 +298,5 @@ def _set_status(message: DeliveryMessage, status: str, statuses: tuple[str, ...]
     (
         Delivery.update(status=status, next_attempt_at=None, lease_until=None, spilled_at=None, updated_at=utcnow())
         .where((Delivery.id == message.delivery_id) & Delivery.status.in_(statuses))
-        .execute()
-    )
-
-
-@retrying
-def release(message: DeliveryMessage) -> None:
-    """Give the claim back without an attempt (the worker stopped before the call)."""
-    (
-        Delivery.update(lease_until=None)
-        .where((Delivery.id == message.delivery_id) & (Delivery.attempts == message.attempt - 1))
         .execute()
     )

@@ -1,7 +1,8 @@
 """What an endpoint's answer means: delivered, retry (maybe not before a time), or gone.
 
 Pure rules, no I/O: 2xx is success; 3xx is a failure (redirects are not followed);
-410 means the endpoint is gone; 429/502/503/504 with ``Retry-After`` ask us to slow down.
+410 means the endpoint is gone; 429/502/503/504 with ``Retry-After`` ask us to slow down
+(what each status means is decided in ``http_result``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
-#: Statuses whose ``Retry-After`` we honour (decision 12 and the design's signing section).
-SLOW_DOWN_STATUSES = frozenset({429, 502, 503, 504})
+from webhooks.delivery.http_result import GONE, SLOW_DOWN_STATUSES, is_redirect, is_success
 
 #: A receiver answering with this header (value ``disable``) asks to be disabled.
 DISABLE_HEADER = "webhook-delivery"
@@ -62,16 +62,16 @@ def classify(
     if status_code is None:
         return Verdict(False, error_class=error_class or "connection", summary=f"{error_class}: {error}")
     if headers.get(DISABLE_HEADER, "").strip().lower() == "disable":
-        delivered = 200 <= status_code < 300
+        delivered = is_success(status_code)
         summary = f"HTTP {status_code} with {DISABLE_HEADER}: disable: endpoint disabled"
         return Verdict(delivered, gone=True, error_class=None if delivered else "http_status", summary=summary)
-    if 200 <= status_code < 300:
+    if is_success(status_code):
         return Verdict(True, summary=f"HTTP {status_code}")
-    if status_code == 410:
+    if status_code == GONE:
         return Verdict(False, gone=True, error_class="http_status", summary="HTTP 410 Gone: endpoint disabled")
     retry_after = None
     if status_code in SLOW_DOWN_STATUSES:
         retry_after = parse_retry_after(headers.get("retry-after"), now)
-    kind = "redirect" if 300 <= status_code < 400 else "http_status"
+    kind = "redirect" if is_redirect(status_code) else "http_status"
     summary = f"HTTP {status_code}" + (" (redirects are not followed)" if kind == "redirect" else "")
     return Verdict(False, retry_after=retry_after, error_class=kind, summary=summary)

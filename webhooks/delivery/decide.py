@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from webhooks.delivery.classify import Verdict
 from webhooks.messaging.ladder import Ladder
 from webhooks.messaging.messages import DeliveryMessage
-from webhooks.storage.statuses import LADDER_STATUSES
+from webhooks.storage.statuses import DeliveryStatus, LADDER_STATUSES
 from webhooks.messaging.topology import DEFER_MS, Topology
 
 
@@ -51,33 +51,33 @@ def after_attempt(
     manual = message.trigger != "ladder"
     manual_attempts = manual_before + (1 if manual else 0)
     if verdict.delivered:
-        return Step("delivered", manual_attempts=manual_attempts)
+        return Step(DeliveryStatus.DELIVERED, manual_attempts=manual_attempts)
     if verdict.gone:
         # Kept for whoever enables the endpoint again: released in order then.
-        return Step("parked", manual_attempts=manual_attempts)
+        return Step(DeliveryStatus.PARKED, manual_attempts=manual_attempts)
     if message.trigger == "probe":
         # The endpoint is still away: its delivery waits parked, with every ladder attempt
         # it had, for the next probe (``webhooks.health.probes``).
-        return Step("parked", manual_attempts=manual_attempts)
-    if prior_status == "parked":
+        return Step(DeliveryStatus.PARKED, manual_attempts=manual_attempts)
+    if prior_status == DeliveryStatus.PARKED:
         # A resend of a parked delivery that fails leaves it parked, in its place for the
         # in-order release, with the ladder attempts it had left.
-        return Step("parked", manual_attempts=manual_attempts)
+        return Step(DeliveryStatus.PARKED, manual_attempts=manual_attempts)
     if prior_status not in LADDER_STATUSES:
         # A resend of a finished delivery is one attempt, outside the ladder.
-        return Step("delivered" if prior_status == "delivered" else "failed", manual_attempts=manual_attempts)
+        return Step(DeliveryStatus.DELIVERED if prior_status == DeliveryStatus.DELIVERED else DeliveryStatus.FAILED, manual_attempts=manual_attempts)
     if manual:
         return _keep_place(message, verdict, manual_attempts, due_at, ladder, topology, started)
     tier_ms = ladder.next_delay_ms(message.attempt - manual_before)
     if tier_ms is None:
-        return Step("failed", manual_attempts=manual_attempts, exhausted=True)
+        return Step(DeliveryStatus.FAILED, manual_attempts=manual_attempts, exhausted=True)
     wait_ms, not_before = tier_ms, None
     if verdict.retry_after is not None and verdict.retry_after * 1000 > tier_ms:
         # Wait in this tier, then hop down the tiers until Retry-After has passed.
         wait_ms = int(verdict.retry_after * 1000)
         not_before = time.time() + verdict.retry_after
     following = message.next(attempt=message.attempt + 1, trigger="ladder", not_before=not_before)
-    return Step("retrying", started + timedelta(milliseconds=wait_ms), following, topology.wait_queue(tier_ms), manual_attempts)
+    return Step(DeliveryStatus.RETRYING, started + timedelta(milliseconds=wait_ms), following, topology.wait_queue(tier_ms), manual_attempts)
 
 
 def _keep_place(
@@ -96,7 +96,7 @@ def _keep_place(
     wait_ms = int((due - started).total_seconds() * 1000)
     not_before = time.time() + wait_ms / 1000 if wait_ms > 0 else None
     following = message.next(attempt=message.attempt + 1, trigger="ladder", not_before=not_before)
-    return Step("retrying", due, following, wait_queue_for(wait_ms, ladder, topology), manual_attempts)
+    return Step(DeliveryStatus.RETRYING, due, following, wait_queue_for(wait_ms, ladder, topology), manual_attempts)
 
 
 def wait_queue_for(wait_ms: float, ladder: Ladder, topology: Topology) -> str:

@@ -39,15 +39,17 @@ from webhooks.delivery.batcher import Batcher
 from webhooks.delivery.broker import MissingQueue, Session, SessionClosed
 from webhooks.delivery.budget import Budget
 from webhooks.delivery.decide import wait_queue_for
-from webhooks.delivery.lanes import Held, Lane, Lanes
+from webhooks.delivery.lanes import CLAIMS_AHEAD, QUICK_BUDGET, Held, Lane, Lanes
+from webhooks.delivery.pauses import Backoff
+from webhooks.delivery.receipt import Receipt
 from webhooks.delivery.runtime import REQUEUE_PAUSE_SECONDS, Runtime
 from webhooks.delivery.sender import Sender
 from webhooks.delivery.spill import Spiller
 from webhooks.delivery.upkeep import Upkeep
+from webhooks.delivery.window import Signal
 from webhooks.messaging.messages import DeliveryMessage, PoisonMessage
 from webhooks.delivery.netguard import TargetPolicy
 from webhooks.messaging.outbox import mark_enqueued
-from webhooks.delivery.outgoing import USER_AGENT
 from webhooks.delivery.records import record_many
 from webhooks.messaging.topology import DEFER_MS
 
@@ -62,21 +64,13 @@ log = logging.getLogger(__name__)
 BATCH_THREADS = 4
 SIDE_THREADS = 2
 
-#: Claims per transaction, and how many of one tenant's messages may be handed out ahead
-#: of their claim. Work waits in its lane, where tenants take turns, not in a queue for the
-#: database: a tenant's message handed out waits for at most the batch running and its own,
-#: another tenant's lone message is claimed at once beside it (or goes first into the next
-#: batch: batches take tenants in turns), and the burst of calls a finished batch sets off
-#: stays short enough for the loop to turn around.
-CLAIM_BATCH = 128
-CLAIMS_AHEAD = 2 * CLAIM_BATCH
-
-#: Deliveries to quick endpoints under way at once in one process (``lanes.Lanes.quick_budget``);
-#: one tenant may use half of it.
-QUICK_BUDGET = 512
-
-#: Longest pause between attempts to reach a broker that is down (seconds).
-MAX_BACKOFF_SECONDS = 10.0
+#: Claims per transaction: half of what one tenant may have handed out ahead of its claims
+#: (``lanes.CLAIMS_AHEAD``). Work waits in its lane, where tenants take turns, not in a queue
+#: for the database: a tenant's message handed out waits for at most the batch running and
+#: its own, another tenant's lone message is claimed at once beside it (or goes first into
+#: the next batch: batches take tenants in turns), and the burst of calls a finished batch
+#: sets off stays short enough for the loop to turn around.
+CLAIM_BATCH = CLAIMS_AHEAD // 2
 
 #: Giving up on a broker node that does not answer (seconds).
 CONNECT_TIMEOUT_SECONDS = 10.0
@@ -124,8 +118,8 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_asked = threading.Event()
         self._pump_scheduled = False
-        #: Messages waiting in memory for their ``not_before`` (session number, tag) -> timer.
-        self._timers: dict[tuple[int, int], asyncio.TimerHandle] = {}
+        #: Messages waiting in memory for their ``not_before``: receipt -> timer.
+        self._timers: dict[Receipt, asyncio.TimerHandle] = {}
 
     # -- the outside ------------------------------------------------------------------------------
 
@@ -133,7 +127,7 @@ class Engine:
         """Consume and deliver until stopped; the exit status (2: the queues are missing).
 
         The loop is uvloop's: its thread spent 4-6 % less CPU on the same deliveries than on
-        asyncio's own loop (``bench/RESULTS.md``, eighteenth session)."""
+        asyncio's own loop (``bench/RESULTS.md``, 2026-11-26 07:37–09:45 UTC, commit 0d83837)."""
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             return runner.run(self._main())
 
@@ -153,13 +147,12 @@ class Engine:
         sender = Sender(
             timeout=settings.delivery_timeout,
             policy=TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks),
-            user_agent=USER_AGENT,
         )
         lease = settings.delivery_timeout + LEASE_MARGIN_SECONDS
         self.budget = budget = Budget.of(settings.worker_prefetch, open_files_limit())
         rt = Runtime(
             settings=settings,
-            lanes=Lanes(settings.endpoint_max_in_flight, QUICK_BUDGET, CLAIMS_AHEAD, max_under_way=budget.in_flight),
+            lanes=Lanes(settings.endpoint_max_in_flight, QUICK_BUDGET, max_under_way=budget.in_flight),
             sender=sender,
             executor=executor,
             claims=Batcher(partial(claim_many, lease_seconds=lease), batches, CLAIM_BATCH, share=_tenant_of,
@@ -196,7 +189,7 @@ class Engine:
         """Broker sessions one after another (reconnecting with backoff) until stopped."""
         rt = self.rt
         assert rt is not None
-        backoff, number = 0.5, 0
+        backoff, number = Backoff(), 0
         while not rt.stopping.is_set():
             number += 1
             session = Session(number)
@@ -210,7 +203,7 @@ class Engine:
                          "up to %d calls in flight per endpoint)", self.topology.primary, self.settings.worker_prefetch,
                          self.budget.in_flight, self.budget.hold, rt.lanes.ceiling)
                 self.consuming.set()
-                backoff = 0.5
+                backoff.reset()
                 stop = asyncio.ensure_future(rt.stopping.wait())
                 await asyncio.wait([stop, session.closed], return_when=asyncio.FIRST_COMPLETED)
                 stop.cancel()
@@ -224,16 +217,12 @@ class Engine:
             except (SessionClosed, pika.exceptions.AMQPError, OSError) as error:
                 if rt.stopping.is_set():
                     return 0
-                log.warning("broker connection lost: %s; reconnecting in %.1fs", error, backoff)
+                log.warning("broker connection lost: %s; reconnecting in %.1fs", error, backoff.seconds)
             finally:
                 self.consuming.clear()
                 self._forget_session(session)
                 await session.close()
-            try:
-                await asyncio.wait_for(rt.stopping.wait(), backoff)
-            except asyncio.TimeoutError:
-                pass
-            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+            await backoff.wait(rt.stopping)
         return 0
 
     async def _drain(self, session: Session) -> None:
@@ -242,9 +231,9 @@ class Engine:
         assert rt is not None
         await session.cancel()
         rt.give_back(rt.lanes.drain())
-        for (number, tag), timer in list(self._timers.items()):
+        for receipt, timer in list(self._timers.items()):
             timer.cancel()
-            rt.requeue(tag, number)
+            receipt.requeue()
         self._timers.clear()
         if rt.tasks:
             log.info("finishing %d deliveries in flight", len(rt.tasks))
@@ -255,48 +244,48 @@ class Engine:
         those taken back from the database go back there."""
         rt = self.rt
         assert rt is not None
-        rt.give_back([held for held in rt.lanes.drain() if held.tag is None])
-        for key in [key for key in self._timers if key[0] == session.number]:
-            self._timers.pop(key).cancel()
+        rt.give_back([held for held in rt.lanes.drain() if held.receipt is None])
+        for receipt in [receipt for receipt in self._timers if receipt.session is session]:
+            self._timers.pop(receipt).cancel()
 
     # -- messages in ------------------------------------------------------------------------------
 
     def _on_message(self, tag: int, properties: pika.BasicProperties, body: bytes) -> None:
         rt = self.rt
         assert rt is not None and rt.session is not None
-        number = rt.session.number
+        receipt = Receipt(rt.session, tag)
         if rt.stopping.is_set():
-            rt.requeue(tag, number)  # arrived between the stop and the broker's cancel-ok
+            receipt.requeue()  # arrived between the stop and the broker's cancel-ok
             return
         headers = dict(properties.headers or {})
         try:
             message = DeliveryMessage.decode(body, headers)
         except PoisonMessage as error:
             log.error("dead-lettered poison message: %s", error)
-            rt.spawn(rt.move(tag, number, self.topology.dead, body, {**headers, "error": str(error)}))
+            rt.spawn(rt.move(receipt, self.topology.dead, body, {**headers, "error": str(error)}))
             return
         wait = (message.not_before or 0.0) - time.time()
         if wait > NOT_BEFORE_SLACK_SECONDS:
             if wait * 1000 < DEFER_MS:
                 # Due within a second (Retry-After, a resend keeping its place): wait here.
-                self._timers[(number, tag)] = rt.loop.call_later(wait, self._admit_due, message, tag, number)
+                self._timers[receipt] = rt.loop.call_later(wait, self._admit_due, message, receipt)
             else:
                 # Back to a waiting tier, without an attempt: the longest that does not overshoot.
                 queue = wait_queue_for(wait * 1000, self.settings.ladder, self.topology)
-                rt.spawn(rt.move(tag, number, queue, body, headers))
+                rt.spawn(rt.move(receipt, queue, body, headers))
             return
-        self._admit(message, tag, number)
+        self._admit(message, receipt)
 
-    def _admit_due(self, message: DeliveryMessage, tag: int, number: int) -> None:
-        self._timers.pop((number, tag), None)
-        self._admit(message, tag, number)
+    def _admit_due(self, message: DeliveryMessage, receipt: Receipt) -> None:
+        self._timers.pop(receipt, None)
+        self._admit(message, receipt)
 
-    def _admit(self, message: DeliveryMessage, tag: int, number: int) -> None:
+    def _admit(self, message: DeliveryMessage, receipt: Receipt) -> None:
         rt = self.rt
         assert rt is not None
-        if rt.session is None or rt.session.number != number or not rt.session.is_open:
+        if rt.session is not receipt.session or not receipt.session.is_open:
             return  # its session is gone: the broker has it again
-        rt.lanes.add(message, tag, number, rt.loop.time())
+        rt.lanes.add(message, receipt, rt.loop.time())
         self.spiller.check()
         self._wake()
 
@@ -317,17 +306,24 @@ class Engine:
             return
         now = rt.loop.time()
         while (held := rt.lanes.next_ready(now)) is not None:
-            lane = held.lane
-            lane.sending[held] = (now, lane.window.started())
-            self._watch(lane)
+            self._watch(held.lane)
             rt.spawn(self._deliver(held))
 
     async def _deliver(self, held: Held) -> None:
+        """One handed-out message, start to end. Whatever happens (an unexpected error included),
+        its window slot is released and, if the broker's message was neither acked nor moved,
+        it goes back where it came from: a bug costs a repeated attempt, never a slot for good."""
+        rt, slot = self.rt, held.slot
+        assert rt is not None
         try:
             await self.attempts.handle(held)
+        except Exception:
+            if held.receipt is None or not held.receipt.settled:
+                rt.give_back([held])
+            raise
         finally:
-            assert self.rt is not None
-            self.rt.lanes.settled(held, self.rt.loop.time())
+            self.attempts.release(slot, Signal.NEUTRAL)
+            rt.lanes.settled(held, rt.loop.time())
             self._wake()
             self.spiller.after_settled(held)
 
@@ -340,26 +336,11 @@ class Engine:
     def _check_late(self, lane: Lane) -> None:
         """A call far slower than the endpoint's baseline cuts its window before it even returns."""
         lane.watch = None
-        window = lane.window
         if self.rt is None or self._loop is None:
             return
         now = self._loop.time()
-        slow_after = window.slow_after(self.rt.lag.allowance(now))
-        if slow_after is None:
-            return
-        # Calls sent before the last cut say nothing new; the next call sent sets a new watch.
-        counted = [call for call in lane.sending.values() if call[0] > window.last_cut]
-        if not counted:
-            return
-        sent, level = min(counted)
-        if now - sent < slow_after:
-            lane.watch = self._loop.call_later(sent + slow_after - now, self._check_late, lane)
-            return
-        cuts = window.cuts
-        window.overdue(sent, now, level)
-        if window.cuts > cuts:
+        again, cut = lane.check_late(now, self.rt.lag.allowance(now))
+        if cut:
             metrics.WINDOW_CUTS.labels("latency").inc()
-
-    def stats(self) -> dict[str, Any]:
-        """Lanes, messages held and calls in flight (tests, debugging)."""
-        return {} if self.rt is None else {**self.rt.lanes.stats(), "tasks": len(self.rt.tasks)}
+        if again is not None:
+            lane.watch = self._loop.call_later(again - now, self._check_late, lane)

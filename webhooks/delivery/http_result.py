@@ -1,5 +1,9 @@
-"""What one call to a webhook URL came to: ``HttpResult``, the error classes it may carry, and
-how much of a receiver's headers is kept (``kept_headers``)."""
+"""What one call to a webhook URL came to (``HttpResult``), and what its HTTP status means.
+
+The meaning of a status is decided here once: ``classify`` reads it to judge the delivery,
+``window`` to judge the receiver's capacity, and the record to judge the endpoint's health.
+How much of a receiver's headers is kept is decided here too (``kept_headers``).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,42 @@ from dataclasses import dataclass
 
 #: Largest error message kept in an HttpResult (messages end up in delivery logs).
 MAX_ERROR_CHARS = 300
-#: Error classes an HttpResult may carry (``None`` means no error).
-ERROR_CLASSES = frozenset({"timeout", "connection", "dns", "tls", "blocked_address", "protocol"})
-#: Characters of a response's header names and values kept per attempt, in all (the body is
-#: kept up to 20 KB): a receiver answering 120 headers of 8 KB had every attempt hold and store
-#: 961 KB, and a batch of 500 to it took the worker from 271 MB to 1,089 MB.
+#: Response bytes kept: the sender reads no more, and the attempt stores them (the design's first 20 KB).
+MAX_BODY_BYTES = 20 * 1024
+#: Characters of a response's header names and values kept per attempt, in all: a receiver
+#: answering 120 headers of 8 KB had every attempt hold and store 961 KB, and a batch of 500
+#: to it took the worker from 271 MB to 1,089 MB.
 MAX_KEPT_HEADERS = 8 * 1024
+
+
+#: The endpoint is gone: stop calling it (it is disabled).
+GONE = 410
+#: The receiver is busy, only busy: its endpoint is up.
+TOO_MANY_REQUESTS = 429
+#: The receiver says it has too much (``503`` is also what nginx's ``limit_conn`` and
+#: ``limit_req`` answer): its window halves, down to one.
+OVERLOAD_STATUSES = frozenset({408, TOO_MANY_REQUESTS, 503})
+#: Statuses whose ``Retry-After`` we honour: the receiver says when to come back, and a message that
+#: comes back early waits again without counting an attempt (``decide``).
+SLOW_DOWN_STATUSES = frozenset({TOO_MANY_REQUESTS, 502, 503, 504})
+
+
+def is_success(status_code: int) -> bool:
+    return 200 <= status_code < 300
+
+
+def is_redirect(status_code: int) -> bool:
+    """3xx: a failure (redirects are not followed)."""
+    return 300 <= status_code < 400
+
+
+def is_server_error(status_code: int) -> bool:
+    return status_code >= 500
+
+
+def counts_towards_offline(status_code: int | None) -> bool:
+    """Does a failed call with this status count towards taking its endpoint offline? Not a 429."""
+    return status_code != TOO_MANY_REQUESTS
 
 
 def without_nul(text: str) -> str:

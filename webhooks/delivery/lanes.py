@@ -50,13 +50,62 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from webhooks.delivery.window import Window
+from webhooks.delivery.receipt import Receipt
+from webhooks.delivery.window import Signal, Window
 from webhooks.messaging.messages import DeliveryMessage
-from webhooks.tenant_share import SHARE_WINDOW_SECONDS, RecentTenants, count_down
+from webhooks.turns import SHARE_WINDOW_SECONDS, RecentTenants, Rotation, count_down
+
+#: Deliveries to quick endpoints under way at once in one process (``Lanes.quick_budget``).
+QUICK_BUDGET = 512
+
+#: How many of one tenant's messages may be handed out ahead of their claims (two of the
+#: engine's claim batches: a tenant's message waits for at most the batch running and its own).
+CLAIMS_AHEAD = 256
+
+#: Weight of the latest second in a lane's smoothed pace.
+PACE_WEIGHT = 0.3
 
 #: An endpoint whose fastest recent answer came within this many seconds is a quick one
 #: (so is one not measured yet): its deliveries under way count against ``quick_budget``.
 QUICK_SECONDS = 0.1
+
+
+class Slot:
+    """One call's place in its endpoint's window, from hand-out to release.
+
+    ``Lanes.next_ready`` takes it with the message it hands out; ``release`` gives it back
+    exactly once, telling the window what the call said: the attempt releases it when its
+    call ends, and the engine releases whatever is left when the delivery is over, whatever
+    happened meanwhile (as dramatiq frees work in a ``finally``). Only slots write
+    ``Lane.sending``.
+    """
+
+    __slots__ = ("lane", "sent_at", "level", "held")
+
+    def __init__(self, lane: "Lane", now: float) -> None:
+        self.lane = lane
+        #: Loop time the call was sent (the hand-out until it is).
+        self.sent_at = now
+        #: Calls in flight with this one when it was taken (the level at which a slow answer says the receiver gave way).
+        self.level = lane.window.started()
+        #: Not yet released.
+        self.held = True
+        lane.sending[self] = None
+
+    def goes_out(self, now: float) -> None:
+        """The call goes out now (after its claim and signing): its latency counts from here."""
+        self.sent_at = now
+
+    def release(self, signal: Signal, now: float, allowance: float) -> bool:
+        """Give the slot back; whether the window was cut for it (False when it was released already)."""
+        if not self.held:
+            return False
+        self.held = False
+        del self.lane.sending[self]
+        window = self.lane.window
+        cuts = window.cuts
+        window.finished(signal, self.sent_at, now, self.level, allowance)
+        return window.cuts > cuts
 
 
 @dataclass(eq=False)
@@ -64,19 +113,32 @@ class Held:
     """One message in this process: in a lane, then in flight, until it is settled."""
 
     message: DeliveryMessage
-    #: AMQP delivery tag on the consuming channel of ``session`` (None: fetched from the database).
-    tag: int | None
-    #: Which broker session the tag belongs to (a tag is meaningless after a reconnect).
-    session: int
+    #: How to ack, requeue or move it with the broker (None: taken back from the database).
+    receipt: Receipt | None
     lane: "Lane" = field(repr=False)
     #: Handed out as a quick delivery: it holds a share of ``Lanes.quick_budget`` until settled.
     quick: bool = False
+    #: Its window slot while handed out (``Lanes.next_ready`` takes it).
+    slot: Slot | None = None
+    #: Loop time it joined its lane (how long it waited there: the attempt's span says).
+    queued_at: float = 0.0
+
+    def ack(self) -> None:
+        """Done with: ack it with the broker (one taken back from the database has nothing to ack)."""
+        if self.receipt is not None:
+            self.receipt.ack()
 
 
 class Lane:
-    """One endpoint's messages waiting in this process, and its window."""
+    """One endpoint's messages waiting in this process, and its window.
 
-    __slots__ = ("endpoint_id", "tenant_id", "queue", "window", "paused_until", "spilled", "refilling",
+    Each attribute has one writer: ``Lanes`` (the queue, ``ready``, ``idle_since``, the pause,
+    the count of settled messages), ``Slot`` (``sending`` and the window's calls in flight), the
+    lane's own methods (its pace, its late calls), ``spill`` (``spilled``) and the engine
+    (``watch``, its timer); everyone else asks.
+    """
+
+    __slots__ = ("endpoint_id", "tenant_id", "queue", "window", "paused_until", "spilled",
                  "sending", "idle_since", "ready", "finished", "pace", "pace_since", "watch")
 
     def __init__(self, endpoint_id: str, tenant_id: str, ceiling: int) -> None:
@@ -88,10 +150,8 @@ class Lane:
         self.paused_until = 0.0
         #: Some of this endpoint's backlog waits in the database.
         self.spilled = False
-        #: A fetch from the database is under way.
-        self.refilling = False
-        #: Calls in flight: Held -> (loop time it was sent, calls in flight with it), oldest first.
-        self.sending: dict[Held, tuple[float, int]] = {}
+        #: Calls in flight, oldest first (an ordered set: only ``Slot`` adds and removes).
+        self.sending: dict[Slot, None] = {}
         #: Loop time since which the lane is empty with nothing in flight (lanes are dropped later).
         self.idle_since: float | None = None
         #: The lane is in its tenant's ring of lanes with work to hand out (quick or slow).
@@ -107,6 +167,38 @@ class Lane:
     def can_send(self, now: float) -> bool:
         return bool(self.queue) and self.window.has_room() and self.paused_until <= now
 
+    def measure_pace(self, now: float, round_seconds: float) -> None:
+        """Smooth the lane's pace with the last round's (a round is ``round_seconds`` long). A new lane
+        is measured from its first round on, and its first whole round is taken as it is: a part of a
+        second, or a pace smoothed from nothing (a new lane draining 1,000 messages/s would count as
+        draining 300), would make it keep too little (``spill.Spiller.keep``) and send its backlog to
+        the database and back."""
+        if self.pace_since is None:
+            self.pace_since = now
+        elif self.pace is None:
+            self.pace = self.finished / max(now - self.pace_since, round_seconds)
+        else:
+            self.pace = (1 - PACE_WEIGHT) * self.pace + PACE_WEIGHT * self.finished / round_seconds
+        self.finished = 0
+
+    def check_late(self, now: float, allowance: float) -> tuple[float | None, bool]:
+        """Look at the oldest call in flight: a call far slower than the baseline cuts the window
+        before it even returns. When to look again (None: no call to watch), and whether it cut."""
+        window = self.window
+        slow_after = window.slow_after(allowance)
+        if slow_after is None:
+            return None, False
+        # Calls sent before the last cut say nothing new; the next call sent sets a new watch.
+        counted = [(slot.sent_at, slot.level) for slot in self.sending if slot.sent_at > window.last_cut]
+        if not counted:
+            return None, False
+        sent, level = min(counted)
+        if now - sent < slow_after:
+            return sent + slow_after, False
+        cuts = window.cuts
+        window.overdue(sent, now, level)
+        return None, window.cuts > cuts
+
     @property
     def quick(self) -> bool:
         """Does this endpoint answer quickly (or is it not measured yet)?"""
@@ -119,61 +211,10 @@ class Lane:
         return len(self.queue)
 
 
-class TenantRing:
-    """A tenant's lanes that have work to hand out, in turn."""
-
-    __slots__ = ("tenant_id", "ring", "ready")
-
-    def __init__(self, tenant_id: str) -> None:
-        self.tenant_id = tenant_id
-        self.ring: deque[Lane] = deque()
-        #: The tenant is in the ring of tenants with work.
-        self.ready = False
-
-
-class Turns:
-    """Round-robin over tenants, then over each tenant's lanes, for one kind of lane (quick or slow)."""
-
-    def __init__(self) -> None:
-        self.tenants: dict[str, TenantRing] = {}
-        self.ring: deque[TenantRing] = deque()
-
-    def add(self, lane: Lane) -> None:
-        tenant = self.tenants.get(lane.tenant_id)
-        if tenant is None:
-            tenant = self.tenants[lane.tenant_id] = TenantRing(lane.tenant_id)
-        tenant.ring.append(lane)
-        if not tenant.ready:
-            tenant.ready = True
-            self.ring.append(tenant)
-
-    def next_lane(self) -> Lane | None:
-        """The lane whose turn it is (out of the ring: ``Lanes.wake`` puts it back), or None."""
-        if not self.ring:
-            return None
-        tenant = self.ring.popleft()
-        lane = tenant.ring.popleft()
-        if tenant.ring:
-            self.ring.append(tenant)
-        else:
-            tenant.ready = False
-        return lane
-
-    def clear(self) -> None:
-        for tenant in self.tenants.values():
-            tenant.ring.clear()
-            tenant.ready = False
-        self.ring.clear()
-
-    def forget_tenants(self, live: set[str]) -> None:
-        for tenant_id in [t for t in self.tenants if t not in live]:
-            del self.tenants[tenant_id]
-
-
 class Lanes:
     """Every lane of this process and the round-robin over them."""
 
-    def __init__(self, ceiling: int, quick_budget: int = 128, claims_ahead: int = 256,
+    def __init__(self, ceiling: int, quick_budget: int = QUICK_BUDGET, claims_ahead: int = CLAIMS_AHEAD,
                  tenant_quick_budget: int | None = None, max_under_way: int | None = None,
                  shared_quick_budget: int | None = None) -> None:
         self.ceiling = ceiling
@@ -202,7 +243,10 @@ class Lanes:
         #: Lanes of a tenant at ``claims_ahead``, out of turn until one of its claims is done
         #: (``ready`` stays set, so ``wake`` leaves them there).
         self._held_back: dict[str, list[Lane]] = {}
-        self._quick, self._slow = Turns(), Turns()
+        #: Lanes with work to hand out, in turns by tenant (then each tenant's lanes in turn), one ring
+        #: of each kind.
+        self._quick: Rotation[str, Lane] = Rotation()
+        self._slow: Rotation[str, Lane] = Rotation()
         #: The slow ring has the next turn when both kinds could send.
         self._slow_next = False
 
@@ -212,10 +256,10 @@ class Lanes:
             lane = self.lanes[endpoint_id] = Lane(endpoint_id, tenant_id, self.ceiling)
         return lane
 
-    def add(self, message: DeliveryMessage, tag: int | None, session: int, now: float, front: bool = False) -> Held:
+    def add(self, message: DeliveryMessage, receipt: Receipt | None, now: float, front: bool = False) -> Held:
         """Queue a message in its endpoint's lane (at the front: it was there first)."""
         lane = self.lane(message.endpoint_id, message.tenant_id)
-        held = Held(message, tag, session, lane)
+        held = Held(message, receipt, lane, queued_at=now)
         if front:
             lane.queue.appendleft(held)
         else:
@@ -231,31 +275,37 @@ class Lanes:
         self.held += 1
         self.wake(held.lane, now)
 
+    def pause(self, held: Held, seconds: float, now: float) -> float:
+        """The endpoint's rate limit is used up: ``held`` goes back first in its lane, and the lane
+        sends nothing for ``seconds``; the loop time it may send again (``wake`` it then)."""
+        lane = held.lane
+        lane.paused_until = max(lane.paused_until, now + seconds)
+        self.put_back(held, now)
+        return lane.paused_until
+
     def wake(self, lane: Lane, now: float) -> None:
         """Put ``lane`` in the rotation if it can send now."""
         if lane.ready or not lane.can_send(now):
             return
         lane.ready = True
-        (self._quick if lane.quick else self._slow).add(lane)
+        (self._quick if lane.quick else self._slow).put(lane.tenant_id, lane)
 
     def next_ready(self, now: float) -> Held | None:
-        """The next message to send, taking turns by tenant, then by endpoint; None if none can go.
+        """The next message to send, with its window slot, taking turns by tenant, then by endpoint; None if none can go.
         Quick lanes wait (in turn) while the quick budget is used up; slow lanes go on, up to
         ``max_under_way`` deliveries under way in all."""
         if self.max_under_way is not None and self.under_way >= self.max_under_way:
             return None
         while True:
             quick_room = self.quick_under_way < self.quick_budget
-            if quick_room and self._quick.ring and not (self._slow_next and self._slow.ring):
+            if quick_room and self._quick and not (self._slow_next and self._slow):
                 turns, quick = self._quick, True
-            elif self._slow.ring:
+            elif self._slow:
                 turns, quick = self._slow, False
             else:
                 return None
             self._slow_next = quick
-            lane = turns.next_lane()
-            assert lane is not None
-            tenant_id = lane.tenant_id
+            tenant_id, lane = turns.take()  # type: ignore[misc]  # (the ring is not empty)
             claiming = self.claiming.get(tenant_id, 0)
             tenant_quick = self.quick_by_tenant.get(tenant_id, 0) if quick else 0
             if claiming >= self.claims_ahead or (quick and tenant_quick >= self.quick_share(tenant_id, now)):
@@ -275,6 +325,7 @@ class Lanes:
             if quick:
                 self._recent.seen(tenant_id, now)
             self.wake(lane, now)  # to the back of its tenant's turn, if it can send again
+            held.slot = Slot(lane, now)
             return held
 
     def quick_share(self, tenant_id: str, now: float) -> int:
@@ -298,6 +349,7 @@ class Lanes:
     def settled(self, held: Held, now: float) -> None:
         """A delivery handed out by ``next_ready`` is over: its share of the budgets is free."""
         self.under_way -= 1
+        held.lane.finished += 1
         if held.quick:
             held.quick = False
             self.quick_under_way -= 1
@@ -336,7 +388,7 @@ class Lanes:
         """Drop lanes idle (nothing waiting, in flight or spilled) for ``after`` seconds; how many."""
         dropped = 0
         for endpoint_id, lane in list(self.lanes.items()):
-            busy = lane.queue or lane.sending or lane.spilled or lane.refilling or lane.paused_until > now
+            busy = lane.queue or lane.sending or lane.spilled or lane.paused_until > now
             if busy:
                 lane.idle_since = None
                 continue
@@ -345,14 +397,11 @@ class Lanes:
             elif now - lane.idle_since >= after:
                 del self.lanes[endpoint_id]
                 dropped += 1
-        live_tenants = {lane.tenant_id for lane in self.lanes.values()}
-        self._quick.forget_tenants(live_tenants)
-        self._slow.forget_tenants(live_tenants)
         return dropped
 
     def tenant_ids(self) -> set[str]:
         """Tenants with a lane here."""
-        return {*self._quick.tenants, *self._slow.tenants}
+        return {lane.tenant_id for lane in self.lanes.values()}
 
     def set_ceiling(self, ceiling: int) -> None:
         self.ceiling = ceiling

@@ -25,6 +25,7 @@ from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Attempt, Delivery, Endpoint
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,6 @@ class Outcome:
     last_error: str | None
     #: Resends and recovers made so far, this attempt included if it is one.
     manual_attempts: int = 0
-    #: The message of the next attempt was confirmed by the broker (the outbox mark).
-    enqueued: bool = False
     #: False for a 429: the endpoint is up, only busy (it does not count towards offline).
     counts_as_failure: bool = True
     #: Set when the endpoint must be disabled (410 Gone, ``webhook-delivery: disable``).
@@ -84,12 +83,7 @@ prepared = PreparedStatements()
 def _record_prepared(items: Sequence[tuple[DeliveryMessage, Outcome]], offline_after: int) -> list[bool]:
     """``_record_batch``, and once more unprepared if a prepared statement has vanished
     (``DISCARD ALL``: the transaction rolled back, nothing was written)."""
-    try:
-        return _record_batch(items, offline_after)
-    except peewee.DatabaseError as error:
-        if not prepared.vanished(error):
-            raise
-        return _record_batch(items, offline_after, prepare=False)
+    return prepared.again_if_vanished(lambda prepare: _record_batch(items, offline_after, prepare=prepare))
 
 
 @retrying
@@ -132,7 +126,7 @@ def _lock_touched_endpoints(items: Sequence[tuple[DeliveryMessage, Outcome]], no
             message.endpoint_id
             for message, outcome in items
             if message.endpoint_id in endpoints
-            and (outcome.disable_reason or presence.needs_update(endpoints[message.endpoint_id], outcome.status == "delivered", now))
+            and (outcome.disable_reason or presence.needs_update(endpoints[message.endpoint_id], outcome.status == DeliveryStatus.DELIVERED, now))
         }
     )
     return {endpoint.id: endpoint for endpoint in sqltext.models_in(Endpoint, "id", touched, lock=True)}
@@ -157,8 +151,8 @@ def _advance_deliveries(items: Sequence[tuple[DeliveryMessage, Outcome]], now: d
     for message, outcome in sorted(first.values(), key=lambda item: item[0].delivery_id):  # lock order
         params += [
             message.delivery_id, message.attempt, outcome.status, stamp(outcome.next_attempt_at),
-            outcome.last_status_code, outcome.last_error, stamp(now) if outcome.enqueued else None,
-            stamp(now) if outcome.status == "delivered" else None, outcome.manual_attempts,
+            outcome.last_status_code, outcome.last_error, None,
+            stamp(now) if outcome.status == DeliveryStatus.DELIVERED else None, outcome.manual_attempts,
         ]
     params.append(stamp(now))
     moved = {delivery_id for delivery_id, in database.execute_sql(sql, params).fetchall()}
@@ -197,11 +191,11 @@ def _apply_outcome(writes: presence.EndpointWrites, message: DeliveryMessage, ou
                    now: datetime) -> None:
     """One outcome on its endpoint, as the outcomes before it in the batch left it."""
     endpoint = writes.endpoint
-    if outcome.status == "delivered" and presence.needs_update(endpoint, True, now):
+    if outcome.status == DeliveryStatus.DELIVERED and presence.needs_update(endpoint, True, now):
         presence.record_success(writes, now)
     if outcome.disable_reason:
         writes.disable(outcome.disable_reason, now)
-    elif outcome.status != "delivered":
+    elif outcome.status != DeliveryStatus.DELIVERED:
         summary = outcome.last_error or "failed"
         presence.record_failure(writes, summary, outcome.counts_as_failure, offline_after, now)
     if outcome.exhausted and message.event_type not in OPERATIONAL_EVENT_TYPES:

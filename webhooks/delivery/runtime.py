@@ -23,6 +23,8 @@ from webhooks.delivery.broker import Session
 from webhooks.delivery.lag import LoopLag
 from webhooks.delivery import backlog
 from webhooks.delivery.lanes import Held, Lanes
+from webhooks.delivery.pauses import Backoff
+from webhooks.delivery.receipt import CONFIRM_TIMEOUT_SECONDS, Receipt
 from webhooks.delivery.sender import Sender
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.delivery.records import Outcome
@@ -30,12 +32,6 @@ from webhooks.delivery.records import Outcome
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
-
-#: Longest pause between attempts to reach a database that is down (seconds).
-MAX_BACKOFF_SECONDS = 10.0
-
-#: How long a publish may wait for the broker's confirm (seconds).
-CONFIRM_TIMEOUT_SECONDS = 5.0
 
 #: A database failure is logged at most this often (seconds): every delivery waiting on it retries.
 DATABASE_WARNING_EVERY_SECONDS = 1.0
@@ -97,25 +93,15 @@ class Runtime:
             return False
         return await session.publish(queue, body, headers, CONFIRM_TIMEOUT_SECONDS)
 
-    def ack(self, tag: int | None, session: int) -> None:
-        """The message is done with (recorded, moved or stale)."""
-        if tag is not None and self.session is not None and session == self.session.number:
-            self.session.ack(tag)
-
-    def requeue(self, tag: int | None, session: int) -> None:
-        """The message goes back to the queue (its tag died with its session otherwise)."""
-        if tag is not None and self.session is not None and session == self.session.number:
-            self.session.requeue(tag)
-
     def give_back(self, held: Iterable[Held]) -> None:
         """Messages taken and not attempted go back where they came from: to the broker's queue, or
         (taken back from an endpoint's backlog) to the database, for any worker to take."""
         taken_back = []
         for one in held:
-            if one.tag is None:
+            if one.receipt is None:
                 taken_back.append(one.message)
             else:
-                self.requeue(one.tag, one.session)
+                one.receipt.requeue()
         if taken_back:
             self.return_to_database(taken_back)
 
@@ -130,32 +116,24 @@ class Runtime:
             log.warning("could not give back %d deliveries taken from the database; other workers take them "
                         "after %.0f s", len(messages), backlog.TAKE_HOLD_SECONDS, exc_info=True)
 
-    async def move(self, tag: int | None, session: int, queue: str, body: bytes, headers: dict[str, Any]) -> bool:
-        """Publish the message to ``queue`` and ack it; if the broker does not confirm, the
-        message returns to its queue after a pause (it exists nowhere else)."""
-        if await self.publish(queue, body, headers):
-            self.ack(tag, session)
-            return True
-        log.warning("publish to %s not confirmed; the message returns to the queue", queue)
-        await asyncio.sleep(self.requeue_pause)
-        self.requeue(tag, session)
-        return False
+    async def move(self, receipt: Receipt | None, queue: str, body: bytes, headers: dict[str, Any]) -> bool:
+        """Publish the message to ``queue`` and ack it (``Receipt.move``: requeued after ``requeue_pause``
+        if the broker does not confirm); one taken back from the database (no receipt) is only published."""
+        if receipt is None:
+            return await self.publish(queue, body, headers)
+        return await receipt.move(queue, body, headers, self.requeue_pause)
 
     async def until_db(self, batcher: Callable[[Any], Awaitable[R]], item: Any) -> R:
         """``await batcher(item)``, waiting out a database outage (the message stays unacked meanwhile)."""
-        backoff = 0.5
+        backoff = Backoff()
         while True:
             try:
                 return await batcher(item)
             except (peewee.OperationalError, peewee.InterfaceError) as error:
                 if self.stopping.is_set():
                     raise Stopping from error
-                self._warn_database(error, backoff)
-                try:
-                    await asyncio.wait_for(self.stopping.wait(), backoff)
-                except asyncio.TimeoutError:
-                    pass
-                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                self._warn_database(error, backoff.seconds)
+                await backoff.wait(self.stopping)
 
     def _warn_database(self, error: Exception, backoff: float) -> None:
         """Say once a second at most that the database failed (every waiting delivery retries)."""

@@ -20,13 +20,9 @@ import certifi
 from yarl import URL
 
 from webhooks.delivery.guard import GuardedConnector, GuardedResolver
-from webhooks.delivery.http_result import MAX_ERROR_CHARS, HttpResult, kept_headers, without_nul
+from webhooks.delivery.http_result import MAX_BODY_BYTES, MAX_ERROR_CHARS, HttpResult, kept_headers, without_nul
 from webhooks.delivery.netguard import ALLOWED_SCHEMES, BlockedAddress, Resolver, TargetPolicy, UnresolvableHost
 
-#: Response bytes kept by default (the design stores at most the first 20 KB of a response).
-DEFAULT_MAX_BODY = 20 * 1024
-#: User-Agent of every delivery unless the caller names another.
-DEFAULT_USER_AGENT = "webhooks/1.0"
 
 
 def _tls_context() -> ssl.SSLContext:
@@ -53,9 +49,8 @@ class Sender:
         *,
         timeout: float,
         policy: TargetPolicy,
-        max_body: int = DEFAULT_MAX_BODY,
+        max_body: int = MAX_BODY_BYTES,
         resolver: Resolver | None = None,
-        user_agent: str = DEFAULT_USER_AGENT,
     ) -> None:
         self._timeout = timeout
         self._max_body = max_body
@@ -70,7 +65,8 @@ class Sender:
             # No aiohttp timers (they are per phase, and rounded up past 5 s): post() keeps one deadline.
             timeout=aiohttp.ClientTimeout(),
             # identity: the stored body is readable and no decompression bomb can be sent back.
-            headers={"User-Agent": user_agent, "Accept-Encoding": "identity"},
+            # (The User-Agent is the request's: ``outgoing.build_request`` names it, and the attempt records it.)
+            headers={"Accept-Encoding": "identity"},
             # The payload is the caller's bytes: no guessed Content-Type when the caller gives none.
             skip_auto_headers=("Content-Type",),
             auto_decompress=False,

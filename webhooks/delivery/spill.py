@@ -29,12 +29,12 @@ for backlogs nobody holds (a worker that died) every ``ORPHAN_SCAN_SECONDS``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Sequence
 
 from webhooks.delivery import backlog
 from webhooks.delivery.lanes import Held, Lane
+from webhooks.delivery.pauses import sleep_unless_stopping
 from webhooks.delivery.runtime import Runtime, Stopping
 from webhooks.messaging.messages import DeliveryMessage
 
@@ -164,7 +164,7 @@ class Spiller:
         for (lane, held), was_marked in zip(taken, marked):
             if was_marked:
                 lane.spilled = True
-            self.rt.ack(held.tag, held.session)  # spilled, or stale anyway
+            held.ack()  # spilled, or stale anyway
         log.info("moved %d waiting messages of %d endpoints to the database", sum(marked),
                  len({lane.endpoint_id for lane, _ in taken}))
         return True
@@ -177,7 +177,6 @@ class Spiller:
     def after_settled(self, held: Held) -> None:
         """A message of ``held.lane`` is done: fetch its backlog back if the lane runs short."""
         lane = held.lane
-        lane.finished += 1
         if lane.spilled:
             self.refill(lane.endpoint_id, lane)
 
@@ -222,19 +221,14 @@ class Spiller:
             return
         now = rt.loop.time()
         for message in messages:
-            rt.lanes.add(message, None, session.number, now)
+            rt.lanes.add(message, None, now)
         if lane is None and len(messages) == count:  # an orphaned backlog: more of it waits
             rt.lanes.lanes[endpoint_id].spilled = True
         rt.wake()
 
     async def scan_orphans(self) -> None:
         """Forever: fetch back backlogs in the database that no lane here is fetching."""
-        while not self.rt.stopping.is_set():
-            try:
-                await asyncio.wait_for(self.rt.stopping.wait(), ORPHAN_SCAN_SECONDS)
-                return
-            except asyncio.TimeoutError:
-                pass
+        while not await sleep_unless_stopping(self.rt.stopping, ORPHAN_SCAN_SECONDS):
             if self.rt.session is None:
                 continue
             try:

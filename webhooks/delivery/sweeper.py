@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 #: A delivery this far past its due time, held by no worker, has lost its message (seconds).
 STUCK_AFTER_SECONDS = 600.0
 
+#: How long the sweeper's look at the primary queue may wait for the broker (seconds).
+QUEUE_LOOK_TIMEOUT_SECONDS = 2.0
+
 #: Sweep only while fewer messages than this wait ready in the primary queue.
 QUIET_QUEUE_BELOW = 100
 
@@ -38,7 +41,7 @@ QUIET_QUEUE_BELOW = 100
 def primary_ready(amqp_url: str, topology: Topology) -> int | None:
     """Messages ready in the primary queue (None: the broker did not answer)."""
     try:
-        connection = pika.BlockingConnection(broker_parameters(amqp_url, 2.0))
+        connection = pika.BlockingConnection(broker_parameters(amqp_url, QUEUE_LOOK_TIMEOUT_SECONDS))
     except pika.exceptions.AMQPError:
         return None
     try:

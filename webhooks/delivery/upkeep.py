@@ -12,14 +12,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import os
 import socket
 
 from webhooks.storage import endpoint_windows
-from webhooks.delivery.lanes import Lane
+from webhooks.delivery.pauses import sleep_unless_stopping
 from webhooks.delivery.runtime import Runtime
 from webhooks.delivery.spill import Spiller
 
@@ -37,25 +36,8 @@ SHARE_EVERY_SECONDS = 15.0
 #: A lane with nothing to do for this long is dropped (seconds).
 FORGET_AFTER_SECONDS = 300.0
 
-#: Weight of the latest second in a lane's smoothed pace.
-PACE_WEIGHT = 0.3
-
 #: How often the worker logs what it holds (seconds).
 REPORT_EVERY_SECONDS = 10.0
-
-
-def measure_pace(lane: Lane, now: float) -> None:
-    """Smooth a lane's pace with the last second's. A new lane is measured from its first round
-    on, and its first whole second is taken as it is: a part of a second, or a pace smoothed
-    from nothing (a new lane draining 1,000 messages/s would count as draining 300), would make
-    it keep too little (``spill.Spiller.keep``) and send its backlog to the database and back."""
-    if lane.pace_since is None:
-        lane.pace_since = now
-    elif lane.pace is None:
-        lane.pace = lane.finished / max(now - lane.pace_since, TICK_SECONDS)
-    else:
-        lane.pace = (1 - PACE_WEIGHT) * lane.pace + PACE_WEIGHT * lane.finished / TICK_SECONDS
-    lane.finished = 0
 
 
 def worker_name() -> str:
@@ -77,12 +59,7 @@ class Upkeep:
 
     async def run(self) -> None:
         """Until the engine stops."""
-        while True:
-            try:
-                await asyncio.wait_for(self.rt.stopping.wait(), TICK_SECONDS)
-                return
-            except asyncio.TimeoutError:
-                pass
+        while not await sleep_unless_stopping(self.rt.stopping, TICK_SECONDS):
             try:
                 await self.tick()
             except Exception:  # noqa: BLE001 - housekeeping must not stop the engine
@@ -91,7 +68,7 @@ class Upkeep:
     async def tick(self) -> None:
         now = self.rt.loop.time()
         for lane in self.rt.lanes:
-            measure_pace(lane, now)
+            lane.measure_pace(now, TICK_SECONDS)
         self.spiller.reshare()
         self.spiller.spill_long_lanes()
         self.spiller.refill_short_lanes()

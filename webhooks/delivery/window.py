@@ -38,6 +38,8 @@ from __future__ import annotations
 import enum
 import math
 
+from webhooks.delivery.http_result import OVERLOAD_STATUSES, is_server_error
+
 #: Window of an endpoint nobody has measured yet.
 INITIAL_WINDOW = 4
 
@@ -85,17 +87,13 @@ class Signal(enum.Enum):
     NEUTRAL = "neutral"
 
 
-#: HTTP statuses that mean "too much" (``503`` is also what nginx's ``limit_conn`` and ``limit_req`` answer).
-OVERLOAD_STATUSES = frozenset({408, 429, 503})
-
-
 def signal_of(status_code: int | None, error_class: str | None) -> Signal:
     """Judge one call for the window: overloaded, answered, or nothing learnt."""
     if status_code is None:
         return Signal.FAILED if error_class in ("timeout", "connection", "tls", "protocol") else Signal.NEUTRAL
     if status_code in OVERLOAD_STATUSES:
         return Signal.REFUSED
-    if status_code >= 500:
+    if is_server_error(status_code):
         return Signal.FAILED
     if error_class == "timeout":  # a status came, then the body stalled past the deadline
         return Signal.FAILED

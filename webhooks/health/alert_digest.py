@@ -11,9 +11,10 @@ import peewee
 
 from webhooks.storage.models import Delivery
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 #: Deliveries that are waiting on the endpoint (or on a person, for ``failed``).
-WAITING_STATUSES = ("parked", "retrying", "failed")
+WAITING_STATUSES = (DeliveryStatus.PARKED, DeliveryStatus.RETRYING, DeliveryStatus.FAILED)
 
 #: At most this many distinct failure causes in a digest, most recent first.
 MAX_CAUSES = 10
@@ -54,7 +55,7 @@ def digest_for(endpoint_id: str | None) -> Digest:
     )
     for status, count, oldest in by_status:
         counts[status] = count
-        if status == "parked":
+        if status == DeliveryStatus.PARKED:
             oldest_parked = oldest
     last_seen = peewee.fn.MAX(Delivery.updated_at)
     causes = cast(
@@ -67,9 +68,9 @@ def digest_for(endpoint_id: str | None) -> Digest:
         .tuples(),
     )
     return Digest(
-        parked=counts.get("parked", 0),
-        retrying=counts.get("retrying", 0),
-        failed=counts.get("failed", 0),
+        parked=counts.get(DeliveryStatus.PARKED, 0),
+        retrying=counts.get(DeliveryStatus.RETRYING, 0),
+        failed=counts.get(DeliveryStatus.FAILED, 0),
         oldest_parked_age=None if oldest_parked is None else max(utcnow() - oldest_parked, timedelta(0)),
         causes=tuple(FailureCause(error, count, seen) for error, count, seen in causes),
     )

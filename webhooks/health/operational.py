@@ -14,6 +14,7 @@ from webhooks.messaging.outbox import enqueue, message_for
 from webhooks.messaging.publisher import Publisher
 from webhooks.storage.timeutil import isoformat, utcnow
 from webhooks.messaging.topology import Topology
+from webhooks.storage.statuses import DeliveryStatus
 
 #: Alerts turned into events per clock pass.
 BATCH = 100
@@ -30,6 +31,6 @@ def raise_pending(publisher: Publisher, topology: Topology) -> int:
             payload = {**alert.data, "occurred_at": isoformat(alert.created_at)}
             accepted = store_event(Tenant.get_by_id(alert.tenant_id), alert.kind, payload, None, exclude_endpoint=alert.endpoint_id)
             Alert.update(event_id=accepted.event.id).where(Alert.id == alert.id).execute()
-        enqueue(publisher, topology, [message_for(d, accepted.event) for d in accepted.deliveries if d.status == "pending"])
+        enqueue(publisher, topology, [message_for(d, accepted.event) for d in accepted.deliveries if d.status == DeliveryStatus.PENDING])
         raised += 1
     return raised

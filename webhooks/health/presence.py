@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from webhooks.storage.models import Alert, Delivery, Endpoint, HealthChange
-from webhooks.storage.statuses import DISABLED, OFFLINE, ONLINE, RECOVERING  # noqa: F401 - the states, named here too
+from webhooks.storage.statuses import DISABLED, DeliveryStatus, OFFLINE, ONLINE, RECOVERING  # noqa: F401 - the states, named here too
 
 
 def health_of(endpoint: Endpoint) -> str:
@@ -105,7 +105,7 @@ NOT_PROBING = {"offline_since": None, "probe_delivery_id": None, "next_probe_at"
 
 
 def has_parked(endpoint_id: str) -> bool:
-    return Delivery.select().where((Delivery.endpoint == endpoint_id) & (Delivery.status == "parked")).exists()
+    return Delivery.select().where((Delivery.endpoint == endpoint_id) & (Delivery.status == DeliveryStatus.PARKED)).exists()
 
 
 #: A healthy endpoint's ``last_success_at`` is refreshed at most this often (seconds), so

@@ -1,4 +1,4 @@
-"""Probes: how an offline endpoint is tried again, soon and at a bounded interval (decision 23).
+"""Probes: how an offline endpoint is tried again, soon and at a bounded interval, so a return is noticed soon.
 
 While an endpoint is offline every delivery of it parks, and nothing of it climbs the
 ladder. The clock probes it instead (``probe_due``): a first probe ``PROBE_INTERVAL``'s

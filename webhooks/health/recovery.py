@@ -25,6 +25,7 @@ from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint, Event
 from webhooks.messaging.outbox import message_for
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 
 def live(health: str) -> Any:
@@ -38,12 +39,12 @@ def live_endpoints(health: str) -> list[str]:
 
 def _has_pending(endpoint_id: str) -> bool:
     """A released delivery has not been attempted yet: the next waits for it (arrival order)."""
-    return Delivery.select().where((Delivery.endpoint == endpoint_id) & (Delivery.status == "pending")).exists()
+    return Delivery.select().where((Delivery.endpoint == endpoint_id) & (Delivery.status == DeliveryStatus.PENDING)).exists()
 
 
 def oldest_parked(endpoint_id: str) -> Delivery | None:
     """The endpoint's oldest parked delivery, with its event (the next to release)."""
-    return oldest_of(endpoint_id, ("parked",))
+    return oldest_of(endpoint_id, (DeliveryStatus.PARKED,))
 
 
 def oldest_of(endpoint_id: str, statuses: Iterable[str]) -> Delivery | None:
@@ -107,8 +108,8 @@ def release_next(endpoint_id: str) -> tuple[Step, DeliveryMessage | None]:
             return Step.DONE, None
         now = utcnow()
         taken = (
-            Delivery.update(status="pending", next_attempt_at=now, enqueued_at=None, updated_at=now)
-            .where((Delivery.id == row.id) & (Delivery.status == "parked") & (Delivery.attempts == row.attempts))
+            Delivery.update(status=DeliveryStatus.PENDING, next_attempt_at=now, enqueued_at=None, updated_at=now)
+            .where((Delivery.id == row.id) & (Delivery.status == DeliveryStatus.PARKED) & (Delivery.attempts == row.attempts))
             .execute()
         )
         if not taken:  # a person's resend or recover got to it first: look again
@@ -130,18 +131,18 @@ def unpark_if_next(candidate: Delivery) -> bool:
     pending, older, endpoint = Delivery.alias(), Delivery.alias(), Endpoint.alias()
     now = utcnow()
     return bool(
-        Delivery.update(status="pending", next_attempt_at=now, enqueued_at=None, updated_at=now)
+        Delivery.update(status=DeliveryStatus.PENDING, next_attempt_at=now, enqueued_at=None, updated_at=now)
         .where(
             (Delivery.id == candidate.id)
-            & (Delivery.status == "parked")
+            & (Delivery.status == DeliveryStatus.PARKED)
             & (Delivery.attempts == candidate.attempts)
             & ~fn.EXISTS(
-                pending.select(pending.id).where((pending.endpoint == endpoint_id) & (pending.status == "pending"))
+                pending.select(pending.id).where((pending.endpoint == endpoint_id) & (pending.status == DeliveryStatus.PENDING))
             )
             & ~fn.EXISTS(
                 older.select(older.id).where(
                     (older.endpoint == endpoint_id)
-                    & (older.status == "parked")
+                    & (older.status == DeliveryStatus.PARKED)
                     & (older.created_at <= candidate.created_at)  # an index range: nothing to scan
                     & ((older.created_at < candidate.created_at) | (older.id < candidate.id))
                 )

@@ -26,6 +26,7 @@ from webhooks.messaging.outbox import enqueue, message_for
 from webhooks.messaging.publisher import Publisher
 from webhooks.health.recovery import Step, live_endpoints, oldest_parked, release_next, unpark_if_next
 from webhooks.messaging.topology import Topology
+from webhooks.storage.statuses import DeliveryStatus
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def _with_pending(endpoint_ids: Iterable[str]) -> set[str]:
         chunk = ids[start : start + PENDING_QUERY_CHUNK]
         query = (
             Delivery.select(Delivery.endpoint)
-            .where(Delivery.endpoint.in_(chunk) & (Delivery.status == "pending"))
+            .where(Delivery.endpoint.in_(chunk) & (Delivery.status == DeliveryStatus.PENDING))
             .distinct()
         )
         busy.update(endpoint_id for (endpoint_id,) in query.tuples())

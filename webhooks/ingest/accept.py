@@ -43,6 +43,7 @@ import peewee
 from flask import current_app
 
 from webhooks import metrics
+from webhooks.catalog import registry
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 from webhooks.ingest import idempotency
 from webhooks.ingest.idempotency import IdempotencyConflict, request_hash
@@ -50,6 +51,7 @@ from webhooks.ingest.plan import Accepted, NewEvent, Plan, plan_rows, routes_of
 from webhooks.messaging.outbox import enqueue, message_for
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
+from webhooks.observability import tracing
 from webhooks.storage.db import database, is_postgres, retrying, write
 from webhooks.storage.ingest_sql import (
     POSTGRES,
@@ -63,6 +65,7 @@ from webhooks.storage.ingest_sql import (
 from webhooks.storage.models import Delivery, Event, Tenant
 from webhooks.storage.pg_prepared import NOT_NULL_VIOLATION, PreparedStatements, pgcode
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +122,6 @@ def _last_seq(row: Sequence[Any] | None, rate_limit: float | None) -> int:
 prepared = PreparedStatements()
 
 
-class _StatementMissing(Exception):
-    """A prepared statement this connection should have had is gone; rolled back, try again."""
-
-
 class _KeySeen(Exception):
     """PostgreSQL fast path: an idempotency key is on file; go look them up."""
 
@@ -157,8 +156,6 @@ def _store_postgres(tenant_id: str, items: Sequence[NewEvent], digests: Sequence
             sql, params = f"{delete_keys_sql(POSTGRES, len(expired))}; {sql}", [tenant_id, *expired, *params]
         last = database.execute_sql(sql, params).fetchone()[0]
     except peewee.DatabaseError as error:
-        if prepared.vanished(error):
-            raise _StatementMissing() from error
         if pgcode(error) == NOT_NULL_VIOLATION:  # no seq: the tenant is gone or out of tokens; nothing was written
             raise _NotBumped() from error
         raise
@@ -221,16 +218,15 @@ def _store_new(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str 
     if is_postgres() and not database.in_transaction():
         for _ in range(4):
             try:
-                return store(_store_postgres), on_file.replays
-            except _StatementMissing:
-                continue  # prepared again on the next try
+                # A vanished prepared statement wrote nothing: run once more, prepared again.
+                return prepared.again_if_vanished(lambda _: store(_store_postgres)), on_file.replays
             except _KeySeen:
                 with write():
                     look_up()
             except _NotBumped:
                 break  # the statements one by one say why (RateLimited, UnknownTenant) or, refilled, succeed
         else:
-            raise RuntimeError("could not store the events (idempotency keys or prepared statements kept changing)")
+            raise RuntimeError("could not store the events (idempotency keys kept changing)")
     with write():
         if any(item.key is not None for item in items):
             look_up()
@@ -299,18 +295,22 @@ def accept_events(
 ) -> list[Accepted]:
     """Store the events durably, then publish their deliveries (after the answer, in a request;
     the relay covers whatever is not confirmed)."""
-    reserved = sorted({item.event_type for item in items} & OPERATIONAL_EVENT_TYPES)
+    reserved = sorted({item.event_type for item in items if item.test_endpoint is None} & OPERATIONAL_EVENT_TYPES)
     if reserved:
         raise ReservedEventType(f"{reserved[0]!r} is reserved for events the service raises itself")
     in_request = publisher is None
+    if in_request:  # what tenants post; the service's own events are its own
+        registry.of_app(current_app).check(items)
     publisher, topology, rate_limit = request_defaults(publisher, topology)
     if rate_limit is not None and len(items) > rate_limit:
         raise BatchOverRateLimit(f"a batch of {len(items)} events is more than the tenant's rate limit allows at once "
                                  f"({rate_limit:g} events per second): send smaller batches")
-    accepted = store_events(tenant, items, rate_limit=rate_limit)
+    with tracing.side_span("ingest.transaction", events=len(items)):
+        accepted = store_events(tenant, items, rate_limit=rate_limit)
     new = [a for a in accepted if not a.replayed]
+    _annotate(tenant, items, accepted)
     if new:
-        messages = [message_for(d, a.event) for a in new for d in a.deliveries if d.status == "pending"]
+        messages = [message_for(d, a.event) for a in new for d in a.deliveries if d.status == DeliveryStatus.PENDING]
         if in_request:
             # The answer does not wait for the broker: published right after, in batches.
             current_app.extensions["webhooks.enqueuer"].submit(messages)
@@ -324,6 +324,25 @@ def accept_events(
             sum(len(a.deliveries) for a in new),
         )
     return accepted
+
+
+def _annotate(tenant: Tenant, items: Sequence[NewEvent], accepted: Sequence[Accepted]) -> None:
+    """What the request's span says of its events (while tracing is on)."""
+    if not tracing.on():
+        return
+    types = {item.event_type for item in items}
+    replayed = sum(1 for one in accepted if one.replayed)
+    tracing.annotate(tenant_id=tenant.id, event_type=next(iter(types)) if len(types) == 1 else None,
+                     event_id=accepted[0].event.id if len(accepted) == 1 else None, events=len(items),
+                     replayed=replayed > 0, replayed_events=replayed,
+                     deliveries=sum(len(one.deliveries) for one in accepted if not one.replayed))
+
+
+def accept_test_event(tenant: Tenant, endpoint_id: str, event_type: str, payload: dict[str, Any]) -> Accepted:
+    """A test event (``"test": true``) for one endpoint only, whatever it subscribes to or filters on (the
+    portal's "send a test event", ``send-example``), then published like any other: the same event row,
+    seq, delivery, ladder and attempts, no other endpoint involved; left out of the feed unless asked."""
+    return accept_events(tenant, [NewEvent(event_type, payload, test_endpoint=endpoint_id)])[0]
 
 
 def accept_event(

@@ -1,4 +1,9 @@
-"""Tenant API keys ``<key_id>.<secret>``: only a SHA-256 of the secret is stored.
+"""API keys ``<key_id>.<secret>``, a tenant's or the platform's: only a SHA-256 of the secret is stored.
+
+One mechanism for both owners: a key's ``tenant`` is its tenant, or None for a platform key
+(``flask platform create-key``, for ``/v1/tenants…``). Every function below that takes an
+``owner`` takes a Tenant or ``PLATFORM``; listing, revoking, rotating, the cache and
+``last_used_at`` are the same for both.
 
 A fast hash is enough (the secret has 256 random bits) and a password hash would
 cost milliseconds on every request; comparison is constant-time.
@@ -31,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 import peewee
 
@@ -58,6 +63,24 @@ LAST_USED_INTERVAL = 60.0
 #: The name of a tenant's first key.
 DEFAULT_KEY_NAME = "default"
 
+#: The owner of a platform key (an ``ApiKey`` with no tenant).
+PLATFORM = None
+
+#: Who holds keys: a tenant, or ``PLATFORM``.
+Owner = Optional[Tenant]
+
+
+@dataclass(frozen=True)
+class KeyHolder:
+    """Who a verified key speaks for: ``tenant``, or the platform when it is None."""
+
+    key_id: str
+    tenant: Tenant | None
+
+    @property
+    def is_platform(self) -> bool:
+        return self.tenant is None
+
 
 class KeyNotFound(LookupError):
     """No live key of that id for this tenant (unknown, another tenant's, revoked or expired)."""
@@ -70,7 +93,8 @@ def _digest(secret: str) -> str:
 @dataclass(frozen=True)
 class _Entry:
     secret_hash: str
-    tenant_data: dict[str, Any]
+    #: The tenant row's columns; None for a platform key.
+    tenant_data: dict[str, Any] | None
     expires: float
     #: The key's own expiry (a rotated key's overlap), checked on every use.
     key_expires_at: datetime | None = None
@@ -94,10 +118,11 @@ class KeyCache:
             return None
         return entry
 
-    def put(self, key_id: str, secret_hash: str, tenant: Tenant, key_expires_at: datetime | None = None) -> None:
+    def put(self, key_id: str, secret_hash: str, tenant: Owner, key_expires_at: datetime | None = None) -> None:
         if self.ttl <= 0:
             return
-        entry = _Entry(secret_hash, dict(tenant.__data__), self.clock() + self.ttl, key_expires_at)
+        data = None if tenant is None else dict(tenant.__data__)
+        entry = _Entry(secret_hash, data, self.clock() + self.ttl, key_expires_at)
         with self._lock:
             if len(self._entries) >= self.size:
                 self._entries.clear()
@@ -110,7 +135,7 @@ class KeyCache:
 
     def forget_tenant(self, tenant_id: str) -> None:
         with self._lock:
-            for key_id in [k for k, e in self._entries.items() if e.tenant_data.get("id") == tenant_id]:
+            for key_id in [k for k, e in self._entries.items() if (e.tenant_data or {}).get("id") == tenant_id]:
                 del self._entries[key_id]
 
     def clear(self) -> None:
@@ -151,39 +176,44 @@ def _live(now: datetime) -> Any:
     return ApiKey.revoked_at.is_null() & (ApiKey.expires_at.is_null() | (ApiKey.expires_at > now))
 
 
-def create_api_key(tenant: Tenant, name: str = DEFAULT_KEY_NAME) -> tuple[ApiKey, str]:
-    """Store a new key for ``tenant``; returns its row and the key whole (the only time it is readable)."""
+def _owned_by(owner: Owner) -> Any:
+    """The condition of a key held by ``owner`` (a tenant, or ``PLATFORM``)."""
+    return ApiKey.tenant.is_null() if owner is None else ApiKey.tenant == owner.id
+
+
+def create_api_key(owner: Owner, name: str = DEFAULT_KEY_NAME) -> tuple[ApiKey, str]:
+    """Store a new key for ``owner``; returns its row and the key whole (the only time it is readable)."""
     key_id = new_id("key")
     secret = secrets.token_urlsafe(32)
-    row = ApiKey.create(id=key_id, tenant=tenant, name=name, secret_hash=_digest(secret))
+    row = ApiKey.create(id=key_id, tenant=owner, name=name, secret_hash=_digest(secret))
     return row, f"{key_id}.{secret}"
 
 
-def live_keys(tenant: Tenant) -> list[ApiKey]:
-    """The tenant's keys that authenticate now (expiring ones included), oldest first."""
-    return list(ApiKey.select().where((ApiKey.tenant == tenant.id) & _live(utcnow())).order_by(ApiKey.created_at,
-                                                                                                ApiKey.id))
+def live_keys(owner: Owner) -> list[ApiKey]:
+    """The owner's keys that authenticate now (expiring ones included), oldest first."""
+    return list(ApiKey.select().where(_owned_by(owner) & _live(utcnow())).order_by(ApiKey.created_at, ApiKey.id))
 
 
 def live_key_counts() -> list[tuple[str, int]]:
     """``(tenant id, how many keys authenticate now)`` for every tenant that has any."""
-    query = ApiKey.select(ApiKey.tenant, peewee.fn.COUNT(ApiKey.id)).where(_live(utcnow())).group_by(ApiKey.tenant)
+    query = (ApiKey.select(ApiKey.tenant, peewee.fn.COUNT(ApiKey.id))
+             .where(ApiKey.tenant.is_null(False) & _live(utcnow())).group_by(ApiKey.tenant))
     return list(query.tuples())
 
 
-def live_key(tenant: Tenant, key_id: str) -> ApiKey:
-    """One of the tenant's live keys, or ``KeyNotFound``."""
+def live_key(owner: Owner, key_id: str) -> ApiKey:
+    """One of the owner's live keys, or ``KeyNotFound``."""
     row = None
     if has_prefix(key_id, "key"):
-        row = ApiKey.get_or_none((ApiKey.id == key_id) & (ApiKey.tenant == tenant.id) & _live(utcnow()))
+        row = ApiKey.get_or_none((ApiKey.id == key_id) & _owned_by(owner) & _live(utcnow()))
     if row is None:
-        raise KeyNotFound(f"no live API key {key_id} for this tenant")
+        raise KeyNotFound(f"no live API key {key_id} for {'the platform' if owner is None else 'this tenant'}")
     return row
 
 
-def revoke_key(tenant: Tenant, key_id: str) -> ApiKey:
+def revoke_key(owner: Owner, key_id: str) -> ApiKey:
     """Revoke one key at once: this process refuses it now, others within ``KEY_CACHE_SECONDS``."""
-    row = live_key(tenant, key_id)
+    row = live_key(owner, key_id)
     row.revoked_at = utcnow()
     ApiKey.update(revoked_at=row.revoked_at).where(ApiKey.id == row.id).execute()
     key_cache.forget(row.id)
@@ -212,14 +242,14 @@ class Rotation:
     old: list[ApiKey]
 
 
-def rotate_key(tenant: Tenant, key_id: str | None, overlap: float) -> Rotation:
+def rotate_key(owner: Owner, key_id: str | None, overlap: float) -> Rotation:
     """Issue a new key replacing ``key_id`` (every live key when None): the old one keeps working
     for ``overlap`` seconds, then expires by itself; with no overlap it is revoked at once.
 
     The new key takes the old key's name (``DEFAULT_KEY_NAME`` when several are replaced).
     Call inside a transaction.
     """
-    old = [live_key(tenant, key_id)] if key_id is not None else live_keys(tenant)
+    old = [live_key(owner, key_id)] if key_id is not None else live_keys(owner)
     now = utcnow()
     ids = [row.id for row in old]
     if overlap > 0:
@@ -233,12 +263,14 @@ def rotate_key(tenant: Tenant, key_id: str | None, overlap: float) -> Rotation:
         ApiKey.update(revoked_at=now).where(ApiKey.id.in_(ids)).execute()
     key_cache.forget(*ids)
     names = {row.name for row in old}
-    new, api_key = create_api_key(tenant, names.pop() if len(names) == 1 else DEFAULT_KEY_NAME)
+    new, api_key = create_api_key(owner, names.pop() if len(names) == 1 else DEFAULT_KEY_NAME)
     return Rotation(new, api_key, old)
 
 
-def _tenant_from(data: dict[str, Any]) -> Tenant:
+def _tenant_from(data: dict[str, Any] | None) -> Tenant | None:
     """A fresh Tenant instance per request, so no request sees another's changes to it."""
+    if data is None:
+        return None
     tenant = Tenant(__no_default__=True)
     tenant.__data__ = dict(data)
     return tenant
@@ -259,7 +291,15 @@ def _touch(key_id: str) -> None:
 
 
 def authenticate(raw_key: str) -> Tenant | None:
-    """The tenant owning ``raw_key``, or None for a malformed, unknown, revoked or expired key."""
+    """The tenant owning ``raw_key``, or None for a malformed, unknown, revoked or expired key,
+    and for a platform key."""
+    holder = authenticate_key(raw_key)
+    return None if holder is None else holder.tenant
+
+
+def authenticate_key(raw_key: str) -> KeyHolder | None:
+    """Who ``raw_key`` speaks for (a tenant or the platform), or None for a malformed, unknown,
+    revoked or expired key, or a key of a deleted tenant."""
     key_id, _, secret = raw_key.partition(".")
     if not secret or not has_prefix(key_id, "key"):
         return None
@@ -272,13 +312,16 @@ def authenticate(raw_key: str) -> Tenant | None:
         if not hmac.compare_digest(cached.secret_hash, digest):
             return None
         _touch(key_id)
-        return _tenant_from(cached.tenant_data)
-    row = ApiKey.select(ApiKey, Tenant).join(Tenant).where((ApiKey.id == key_id) & _live(utcnow())).first()
+        return KeyHolder(key_id, _tenant_from(cached.tenant_data))
+    row = (ApiKey.select(ApiKey, Tenant).join(Tenant, peewee.JOIN.LEFT_OUTER)
+           .where((ApiKey.id == key_id) & _live(utcnow()) & (ApiKey.tenant.is_null() | Tenant.deleted_at.is_null()))
+           .first())
     if row is None or not hmac.compare_digest(row.secret_hash, digest):
         return None
-    key_cache.put(key_id, row.secret_hash, row.tenant, row.expires_at)
+    tenant = row.tenant if row.tenant_id is not None else None
+    key_cache.put(key_id, row.secret_hash, tenant, row.expires_at)
     _touch(key_id)
-    return row.tenant
+    return KeyHolder(key_id, tenant)
 
 
 def key_info(row: ApiKey) -> dict[str, str | None]:
@@ -293,17 +336,23 @@ def tenant_info(tenant: Tenant) -> dict[str, str]:
 
 
 def tenant_named(name: str) -> Tenant | None:
-    """The tenant called ``name`` (any case: names are unique whatever their case), if there is one."""
-    return Tenant.get_or_none(peewee.fn.LOWER(Tenant.name) == name.strip().lower())
+    """The live tenant called ``name`` (any case: names are unique whatever their case), if there is one."""
+    return Tenant.get_or_none((peewee.fn.LOWER(Tenant.name) == name.strip().lower()) & Tenant.deleted_at.is_null())
+
+
+def tenant_by_ref(ref: str) -> Tenant | None:
+    """The live tenant whose id, else whose ``uid`` (the platform's own id for it), is ``ref``."""
+    live = Tenant.deleted_at.is_null()
+    if has_prefix(ref, "ten"):
+        tenant = Tenant.get_or_none((Tenant.id == ref) & live)
+        if tenant is not None:
+            return tenant
+    return Tenant.get_or_none((Tenant.uid == ref) & live) if 0 < len(ref) <= 64 else None
 
 
 def find_tenant(id_or_name: str) -> Tenant | None:
-    """The tenant a person means by ``id_or_name``: the one with that id, else the one with that name.
+    """The tenant a person means by ``id_or_name``: the one with that id or uid, else the one with that name.
 
-    Every command and form that takes a tenant takes either (``flask tenant keys acme``)."""
+    Every command and form that takes a tenant takes any of them (``flask tenant keys acme``)."""
     text = id_or_name.strip()
-    if has_prefix(text, "ten"):
-        tenant = Tenant.get_or_none(Tenant.id == text)
-        if tenant is not None:
-            return tenant
-    return tenant_named(text)
+    return tenant_by_ref(text) or tenant_named(text)

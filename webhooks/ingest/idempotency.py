@@ -1,4 +1,4 @@
-"""Idempotency keys of ingestion: a key names one event for 24 hours (decision 8).
+"""Idempotency keys of ingestion: a key names one event for 24 hours (a unique ``(tenant, key)``).
 
 The same key with the same request (event type and payload) returns the first event and
 creates nothing; with a different request it is a conflict (409). Within one batch, a

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
+from webhooks.catalog.filters import Filter, FilterIndex, compiled, event_view
 from webhooks.event_types import wants
+from webhooks.observability.tracing import current_traceparent
 from webhooks.storage.ids import new_ids
 from webhooks.storage.ingest_sql import (
     DELIVERY_FIELDS,
@@ -30,16 +32,22 @@ from webhooks.storage.ingest_sql import (
 )
 from webhooks.storage.models import BaseModel, Delivery, Endpoint, Event
 from webhooks.storage.payload_json import EncodedPayload
-from webhooks.storage.statuses import PARKING_STATES
+from webhooks.storage.statuses import DeliveryStatus, PARKING_STATES
+from webhooks.storage.timeutil import isoformat
 
 
 @dataclass(frozen=True)
 class NewEvent:
-    """One event as sent: its type, its payload and (optionally) its idempotency key."""
+    """One event as sent: its type, its payload and (optionally) its idempotency key.
+
+    ``test_endpoint``: a test event (``send-example``) for that endpoint alone, whatever it
+    subscribes to and filters on.
+    """
 
     event_type: str
     payload: dict[str, Any]
     key: str | None = None
+    test_endpoint: str | None = None
 
 
 @dataclass
@@ -65,8 +73,8 @@ _PAYLOAD = Event._meta.fields["payload"]
 #: PostgreSQL's write of a single event is prepared when it makes up to this many deliveries.
 MAX_PREPARED_DELIVERIES = 32
 
-#: A live endpoint as routing needs it: id, subscribed types, disabled, health.
-Route = tuple[str, list[str], Any, str]
+#: A live endpoint as routing needs it: id, subscribed types, disabled, health, compiled filter (or None).
+Route = tuple[str, list[str], Any, str, Filter | None]
 
 
 def instance_of(model: type[BaseModel], data: dict[str, Any]) -> Any:
@@ -77,8 +85,9 @@ def instance_of(model: type[BaseModel], data: dict[str, Any]) -> Any:
 
 
 def routes_of(rows: Iterable[Sequence[Any]]) -> list[Route]:
-    """Endpoint rows ``(id, event_types JSON, disabled, health)``, their types parsed once per batch."""
-    return [(row[0], json.loads(row[1]), row[2], row[3]) for row in rows]
+    """Endpoint rows ``(id, event_types JSON, disabled, health, filter JSON)``, their types parsed once per
+    batch, their filters compiled once per process (``filters.compiled``)."""
+    return [(row[0], json.loads(row[1]), row[2], row[3], compiled(row[4])) for row in rows]
 
 
 @dataclass
@@ -137,26 +146,46 @@ class Plan:
 
 
 def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str | None], now: datetime,
-          routes: list[Route], exclude_endpoint: str | None) -> Plan:
+              routes: list[Route], exclude_endpoint: str | None) -> Plan:
     plan = Plan([], [], [])
+    traceparent = current_traceparent()  # the request's span: its deliveries' attempts join its trace
     event_ids = new_ids("evt", len(items))
-    delivery_ids = iter(new_ids("dlv", len(items) * len(routes)))
+    time = isoformat(now)
+    receivers: list[list[Route]] = []
+    index = FilterIndex((route[0], route[4]) for route in routes if route[4] is not None)
     for item, digest, event_id in zip(items, digests, event_ids):
         plan.events.append({"id": event_id, "tenant": tenant_id, "seq": None,
-                            "event_type": item.event_type, "payload": EncodedPayload(item.payload), "created_at": now})
+                            "event_type": item.event_type, "payload": EncodedPayload(item.payload), "created_at": now,
+                            "traceparent": traceparent, "test": item.test_endpoint is not None})
         if item.key is not None:
             plan.keys.append([tenant_id, item.key, event_id, digest, now])
+        receivers.append(_receivers(routes, item, event_id, time, index, exclude_endpoint))
+    # Ids for the deliveries made, not for every endpoint of every event (a filter that matches nothing costs none).
+    delivery_ids = iter(new_ids("dlv", sum(len(group) for group in receivers)))
+    for event_id, group in zip(event_ids, receivers):
         deliveries = []
-        for endpoint_id, event_types, disabled, health in routes:
-            if endpoint_id == exclude_endpoint or not wants(event_types, item.event_type):
-                continue
+        for endpoint_id, _, disabled, health, _ in group:
             parked = parks_as(disabled, health)
             deliveries.append({
                 "id": next(delivery_ids), "tenant": tenant_id, "event": event_id, "endpoint": endpoint_id,
-                "status": "parked" if parked else "pending", "attempts": 0,
+                "status": DeliveryStatus.PARKED if parked else DeliveryStatus.PENDING, "attempts": 0,
                 "next_attempt_at": None if parked else now, "created_at": now, "updated_at": now,
             })
         deliveries.sort(key=lambda d: d["id"])  # as a replay and GET /v1/events/<id> list them
         plan.deliveries.append(deliveries)
     return plan
 
+
+def _receivers(routes: list[Route], item: NewEvent, event_id: str, time: str, index: FilterIndex,
+               exclude_endpoint: str | None) -> list[Route]:
+    """The endpoints that get a delivery of ``item``: those subscribed to its type whose filter, if any, it
+    matches (no match, no delivery row); a test event's one endpoint, whatever it subscribes to or filters on."""
+    if item.test_endpoint is not None:
+        return [route for route in routes if route[0] == item.test_endpoint]
+    event_type = item.event_type
+    subscribed = [route for route in routes if route[0] != exclude_endpoint and wants(route[1], event_type)]
+    if not index:
+        return subscribed
+    view = event_view(event_id, event_type, time, item.payload)
+    candidates = index.candidates(view)  # only filters whose equality the event meets are run
+    return [route for route in subscribed if route[4] is None or route[0] in candidates and route[4].matches(view)]

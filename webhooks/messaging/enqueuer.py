@@ -20,7 +20,8 @@ from webhooks.messaging.messages import DeliveryMessage
 from webhooks.messaging.outbox import mark_enqueued, publish_messages
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.topology import Topology
-from webhooks.messaging.turns import TurnQueue
+from webhooks.turns import TurnQueue
+from webhooks.observability import tracing
 from webhooks.storage.db import release_connection
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class BackgroundEnqueuer:
     write (its ``attempts`` guard). The relay waits ``RELAY_GRACE`` (10 s) before it
     republishes an unmarked delivery, far longer than a mark waits.
 
-    Messages wait in a ``turns.TurnQueue`` (one queue per tenant) and each batch takes the
+    Messages wait in a ``webhooks.turns.TurnQueue`` (one queue per tenant) and each batch takes the
     tenants in turns over everything waiting, so one tenant's event goes out in the next
     batch, near its front, even when another tenant's flood has thousands queued before it.
 
@@ -210,11 +211,15 @@ class BackgroundEnqueuer:
 
     def _publish_only(self, publisher: Publisher, messages: list[DeliveryMessage]) -> list[DeliveryMessage]:
         """Publish; the messages the broker confirmed (they are marked later)."""
+        started, confirmed = tracing.now_ns(), 0
         try:
-            return messages[:publish_messages(publisher, self.topology, messages)]
+            confirmed = publish_messages(publisher, self.topology, messages)
         except Exception:  # noqa: BLE001 - the relay covers anything left unmarked
             log.exception("background publish of %d messages failed; the relay will publish them", len(messages))
-            return []
+        if tracing.on():
+            tracing.publish_spans([message.traceparent for message in messages], confirmed, self.topology.primary,
+                                  started)
+        return messages[:confirmed]
 
     def _mark(self) -> None:
         """Mark every message confirmed since the last mark, in one statement."""

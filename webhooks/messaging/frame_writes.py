@@ -6,7 +6,7 @@ the socket is writable, send the chunks one ``send`` call at a time. A worker ac
 delivery of a recorded batch together, so a batch of 128 became 128 system calls and 128
 TCP segments of 21 bytes, each woken up, read and parsed on its own by the broker. Joining
 the chunks first sends them as one write; the broker reads them in one go. Measured on the
-throughput step (``bench/RESULTS.md``, seventeenth session): RabbitMQ's CPU per delivery
+throughput step (``bench/RESULTS-archive.md``, 2026-11-26 03:52–07:08 UTC, commit 17b94a9): RabbitMQ's CPU per delivery
 halved (0.032 to 0.016 ms) and the service delivered 7-11 % more per second.
 
 The bytes and their order are unchanged; a partial send leaves the rest buffered, as before.

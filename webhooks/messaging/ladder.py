@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from webhooks.durations import name_ms, parse_ms
+from webhooks.durations import parse_ms
 
 #: Stripe-like default: about three days over ten attempts.
 DEFAULT_LADDER = "5s,5m,30m,2h,5h,10h,14h,20h,24h"
@@ -31,11 +31,6 @@ class Ladder:
     def max_attempts(self) -> int:
         """The first attempt plus one per tier."""
         return len(self.delays_ms) + 1
-
-    @property
-    def tier_names(self) -> tuple[str, ...]:
-        """Canonical delay names of the distinct tiers, in ladder order."""
-        return tuple(dict.fromkeys(name_ms(delay) for delay in self.delays_ms))
 
     def next_delay_ms(self, failed_attempt: int) -> int | None:
         """Delay before the attempt after ``failed_attempt`` (1-based), or None when it was the last."""

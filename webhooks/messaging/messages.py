@@ -23,6 +23,11 @@ ATTEMPT_HEADER = "attempt"
 TRIGGER_HEADER = "trigger"
 #: Unix time in whole milliseconds (AMQP tables have no portable float type).
 NOT_BEFORE_HEADER = "not_before_ms"
+#: The W3C trace context of the request (or action) that made the delivery, when tracing is on:
+#: every attempt's span joins that trace, whichever tier it comes back from.
+TRACEPARENT_HEADER = "traceparent"
+#: A longer header is not a ``traceparent`` (version 00 is 55 characters) and is ignored.
+MAX_TRACEPARENT = 128
 
 #: Why an attempt is made: the automatic schedule, a person's request, or a probe of an
 #: offline endpoint (the clock's, or a person's "try now").
@@ -51,6 +56,8 @@ class DeliveryMessage:
     trigger: str = "ladder"
     #: Unix time before which no attempt may be made (from ``Retry-After``).
     not_before: float | None = None
+    #: W3C ``traceparent`` of the span the attempts belong under (None: tracing off, or none known).
+    traceparent: str | None = None
 
     def encode(self) -> tuple[bytes, dict[str, Any]]:
         """The message body and headers."""
@@ -69,6 +76,8 @@ class DeliveryMessage:
         headers: dict[str, Any] = {ATTEMPT_HEADER: self.attempt, TRIGGER_HEADER: self.trigger}
         if self.not_before is not None:
             headers[NOT_BEFORE_HEADER] = int(self.not_before * 1000)
+        if self.traceparent is not None:
+            headers[TRACEPARENT_HEADER] = self.traceparent
         return body, headers
 
     @classmethod
@@ -80,6 +89,9 @@ class DeliveryMessage:
             attempt = int(headers.get(ATTEMPT_HEADER, 1))
             trigger = str(headers.get(TRIGGER_HEADER, "ladder"))
             raw_not_before = headers.get(NOT_BEFORE_HEADER)
+            traceparent = headers.get(TRACEPARENT_HEADER)
+            if isinstance(traceparent, bytes):
+                traceparent = traceparent.decode("ascii", "replace")
             message = cls(
                 delivery_id=str(data["delivery_id"]),
                 event_id=str(data["event_id"]),
@@ -91,6 +103,7 @@ class DeliveryMessage:
                 attempt=attempt,
                 trigger=trigger,
                 not_before=None if raw_not_before is None else int(raw_not_before) / 1000,
+                traceparent=traceparent if isinstance(traceparent, str) and len(traceparent) <= MAX_TRACEPARENT else None,
             )
         except (ValueError, KeyError, TypeError) as error:
             raise PoisonMessage(f"malformed delivery message: {error}") from error

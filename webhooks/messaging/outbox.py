@@ -14,6 +14,7 @@ from typing import Any, Iterable, Sequence
 
 from webhooks.storage.db import RELAXED_COMMIT, database, is_postgres, relaxed_commit, retrying, write
 from webhooks.messaging.messages import DeliveryMessage
+from webhooks.observability import tracing
 from webhooks.storage import delivery_sql
 from webhooks.storage.models import Delivery, Event
 from webhooks.messaging.publisher import Publisher
@@ -29,7 +30,18 @@ RELAY_BATCH = 500
 
 
 def message_for(delivery: Delivery, event: Event, trigger: str = "ladder") -> DeliveryMessage:
-    """The message for the next attempt of ``delivery``."""
+    """The message for the next attempt of ``delivery``.
+
+    Its trace: a ladder attempt's is the event's (the request that posted it), wherever the
+    message is made again (relay, release, sweep); a resend's or a recover's is the current
+    span's, the request that asked for it, which is linked to the event's trace here.
+    """
+    stored = getattr(event, "traceparent", None)
+    if trigger == "ladder":
+        traceparent = stored or tracing.current_traceparent()
+    else:
+        tracing.link_current_to(stored, event_id=event.id, delivery_id=delivery.id)
+        traceparent = tracing.current_traceparent() or stored
     return DeliveryMessage(
         delivery_id=delivery.id,
         event_id=event.id,
@@ -40,6 +52,7 @@ def message_for(delivery: Delivery, event: Event, trigger: str = "ladder") -> De
         payload=event.payload,
         attempt=delivery.attempts + 1,
         trigger=trigger,
+        traceparent=traceparent,
     )
 
 
@@ -119,11 +132,19 @@ def overdue(grace: float, limit: int = RELAY_BATCH) -> list[tuple[Delivery, Even
 
 
 def relay_once(publisher: Publisher, topology: Topology, grace: float) -> int:
-    """One relay pass; returns how many deliveries were republished."""
+    """One relay pass; returns how many deliveries were republished.
+
+    With tracing on, a pass that republishes makes one ``relay`` span (never one per message),
+    linked to some of the traces whose deliveries it republished; the attempts that follow
+    join their events' traces through the messages.
+    """
     rows = overdue(grace)
     if not rows:
         return 0
+    started = tracing.now_ns()
     messages = [message_for(delivery, event) for delivery, event in rows]
     confirmed = enqueue(publisher, topology, messages)
     log.info("relay republished %d of %d overdue deliveries", confirmed, len(rows))
+    tracing.summary_span("relay", started, [message.traceparent for message in messages], overdue=len(rows),
+                         republished=confirmed)
     return confirmed

@@ -2,7 +2,8 @@
 
 Everything goes through the default exchange with the queue name as routing key, so
 an unroutable publish (a missing queue) comes back as a failure instead of vanishing.
-``Publisher`` is the bounded, fork-safe publisher of the web, worker and clock processes:
+``Publisher`` is the bounded, fork-safe publisher of the web and clock processes (the worker
+publishes on its own broker session, ``delivery.broker``):
 when the broker is down it fails fast and the outbox relay takes over.
 
 ``Publisher.publish`` sends a whole batch and then waits for all of its confirms

@@ -5,9 +5,10 @@ hooks, helpers, error pages; the layout, macros and stylesheet in ``templates/``
 ``headers`` (Content-Security-Policy and the other security headers, for pages and for the rest
 of the service), ``sessions`` and ``models`` (server-side sessions), ``csrf``, ``proxy`` (the
 client's address and scheme behind a trusted proxy), ``errors`` (errors in words, refusing NUL
-and unsafe redirects) and ``text`` (times, durations, JSON for people).
+and unsafe redirects) and ``text`` (times, durations, JSON for people); ``templates/pages/catalog.html``
+shows the event-type catalog (``webhooks.catalog``).
 
-May import: ``storage`` and the shared modules at the top; not the faces (api, console, portal).
+May import: ``storage``, ``catalog`` (what its pages show) and the shared modules at the top; not the faces (api, console, portal).
 """
 
 from __future__ import annotations

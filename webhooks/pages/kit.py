@@ -14,6 +14,7 @@ from flask import Blueprint, Flask, Response, abort, current_app, g, render_temp
 from flask.sessions import SecureCookieSessionInterface
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from webhooks.catalog import reading
 from webhooks.pages import csrf, errors, sessions, text
 from webhooks.pages.headers import page_headers
 from webhooks.pages.site import Site
@@ -82,6 +83,7 @@ def _helpers() -> dict[str, Any]:
         "utc": text.utc_text,
         "duration": text.duration_text,
         "pretty_json": text.pretty_json,
+        "catalog_fields": reading.field_rows,
     }
 
 

@@ -7,22 +7,22 @@ whole request waits here, without a thread, for its client's turn: the next thre
 with the fewest requests running (a client that has none goes before a burst's next
 request), clients with as many in turns, in the order they came; a client runs at most ``share_alone`` requests at
 once, and only one while another client has sent a request within the last second
-(``tenant_share``), since a process runs Python one thread at a time and a flood's requests
+(``webhooks.turns.RecentTenants``), since a process runs Python one thread at a time and a flood's requests
 running side by side take that many shares of it. Only a client with ``max_waiting``
 requests already waiting is refused, at once, without anything being done.
 
 A client is whoever holds a credential (``webhooks.server.worker`` names it): an API key
 is one client, whatever tenant it belongs to; a request with no credential (a health check,
-a scrape) is its peer address's, and does not shrink anyone's share. Used by the server's event loop only: no locks.
+a scrape) is its peer address's, and does not shrink anyone's share. The clients with requests
+waiting take turns in a ``webhooks.turns.Rotation``. Used by the server's event loop only: no locks.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
 from typing import Callable, Generic, TypeVar
 
-from webhooks.tenant_share import RecentTenants, count_down
+from webhooks.turns import RecentTenants, Rotation, count_down
 
 T = TypeVar("T")
 
@@ -48,26 +48,20 @@ class ClientTurns(Generic[T]):
         #: Clients paced by what their requests cost: monotonic time before which their next may not run.
         self._not_before: dict[str, float] = {}
         self._clock = clock
-        self._waiting: dict[str, deque[T]] = {}
+        #: Requests waiting by client, clients in turn order; one at its share is held out of turn until ``done``.
+        self._waiting: Rotation[str, T] = Rotation()
         self._running: dict[str, int] = {}
-        #: Clients with a request waiting, in turn order; one at its share leaves it until ``done``.
-        self._ring: deque[str] = deque()
-        self._in_ring: set[str] = set()
         self._seen = RecentTenants()
 
     def put(self, client: str, request: T, active: bool = True) -> bool:
         """Queue ``request`` for its client's turn; False (nothing queued) if the client has
         ``max_waiting`` waiting already. ``active``: the request makes its client one that
         shrinks others' share (not so a health check or a scrape, which names no one)."""
-        waiting = self._waiting.get(client)
-        if waiting is None:
-            waiting = self._waiting[client] = deque()
-        elif self.max_waiting and len(waiting) >= self.max_waiting:
+        if self.max_waiting and self._waiting.waiting(client) >= self.max_waiting:
             return False
-        waiting.append(request)
+        self._waiting.put(client, request)
         if active:
             self._seen.seen(client, self._clock())
-        self._enter_ring(client)
         return True
 
     def take(self) -> tuple[str, T] | None:
@@ -80,23 +74,15 @@ class ClientTurns(Generic[T]):
             return None
         now = self._clock()
         chosen, fewest = None, self.threads
-        for client in list(self._ring):
+        for client in self._waiting.in_turn():
             running = self._running.get(client, 0)
             if running >= self.share(client, now):
-                self._ring.remove(client)  # back in with ``done``
-                self._in_ring.discard(client)
+                self._waiting.hold(client)  # back in with ``done``
             elif running < fewest and self._not_before.get(client, now) <= now:
                 chosen, fewest = client, running
         if chosen is None:
             return None
-        self._ring.remove(chosen)
-        waiting = self._waiting[chosen]
-        request = waiting.popleft()
-        if waiting:
-            self._ring.append(chosen)
-        else:
-            del self._waiting[chosen]
-            self._in_ring.discard(chosen)
+        _, request = self._waiting.take(chosen)  # type: ignore[misc]  # (chosen has one waiting)
         self._running[chosen] = fewest + 1
         self.running += 1
         return chosen, request
@@ -116,8 +102,7 @@ class ClientTurns(Generic[T]):
             self._not_before[client] = max(since, self._not_before.get(client, since)) + cost / self.shared_rate
         elif self._not_before.get(client, now) <= now:
             self._not_before.pop(client, None)
-        if client in self._waiting:
-            self._enter_ring(client)
+        self._waiting.resume(client)
 
     def next_due(self) -> float | None:
         """When the earliest client held back by its pace may run again (None: nobody is held back).
@@ -127,7 +112,7 @@ class ClientTurns(Generic[T]):
         now = self._clock()
         for client in [c for c, at in self._not_before.items() if at <= now]:
             del self._not_before[client]  # paid for: nothing to keep of it
-        due = [at for client, at in self._not_before.items() if client in self._waiting]
+        due = [at for client, at in self._not_before.items() if self._waiting.waiting(client)]
         return min(due) if due else None
 
     def share(self, client: str, now: float) -> int:
@@ -137,9 +122,4 @@ class ClientTurns(Generic[T]):
         return 1 if self._seen.others_active(client, now) else self.share_alone
 
     def waiting(self, client: str) -> int:
-        return len(self._waiting.get(client, ()))
-
-    def _enter_ring(self, client: str) -> None:
-        if client not in self._in_ring:
-            self._in_ring.add(client)
-            self._ring.append(client)
+        return self._waiting.waiting(client)

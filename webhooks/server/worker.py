@@ -46,6 +46,7 @@ from webhooks.config import Settings
 from webhooks.server.answers import client_error, error_answer
 from webhooks.server.framing import CONTINUE, RequestReader
 from webhooks.server.turns import ClientTurns
+from webhooks.observability.web_spans import WHOLE_AT_NS
 
 #: Bytes read from a connection at a time.
 RECV_BYTES = 64 * 1024
@@ -74,6 +75,7 @@ class Connection(TConn):
         self.request = b""
         self.client_key = ""
         self.started = 0.0  # when its request was handed to a thread
+        self.whole_at_ns = 0  # wall time its request was whole (the start of the request's span)
         self.drained = 0
 
     def peer(self) -> str:
@@ -171,6 +173,7 @@ class BufferingWorker(ThreadWorker):
         head = conn.reader.head
         assert head is not None
         conn.request = conn.reader.request()
+        conn.whole_at_ns = time.time_ns()
         conn.client_key = head.authorization or head.cookie or conn.peer()
         if not self.turns.put(conn.client_key, conn, active=conn.client_key != conn.peer()):
             metrics.API_REFUSED.labels("waiting_requests").inc()
@@ -192,6 +195,7 @@ class BufferingWorker(ThreadWorker):
 
         def remembering(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             self._request.environ = environ
+            environ[WHOLE_AT_NS] = self._request.whole_at_ns
             return app(environ, start_response)
 
         self.wsgi = remembering
@@ -306,6 +310,7 @@ class BufferingWorker(ThreadWorker):
         try:
             conn.init()  # gunicorn's parser over the socket (made blocking), once per connection
             conn.sock.settimeout(SOCKET_TIMEOUT)
+            self._request.whole_at_ns = conn.whole_at_ns
             conn.parser.unreader.unread(conn.request)
             conn.request = b""  # the parser holds it now
             req = next(conn.parser)

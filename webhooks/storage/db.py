@@ -300,14 +300,6 @@ def release_connection() -> None:
         database.close()
 
 
-def rollback_quietly() -> None:
-    """``ROLLBACK`` a transaction begun by hand in SQL; a failure (a dead connection) is only logged."""
-    try:
-        database.execute_sql("ROLLBACK")
-    except Exception:  # noqa: BLE001 - the connection may be dead; the caller's error matters
-        log.debug("rollback after a failed hand-written transaction failed", exc_info=True)
-
-
 def try_advisory_lock(key: int) -> bool:
     """PostgreSQL: take the session-level advisory lock ``key`` on this connection if it is free."""
     (got,) = database.execute_sql("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()

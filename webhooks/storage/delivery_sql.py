@@ -38,7 +38,7 @@ def in_lock_order(rows: Sequence[_Row]) -> list[_Row]:
 #: entry says pending (dead versions included) and hash-join the batch to them, whenever the
 #: statistics say few are pending: on a table analysed after a drain, one 128-row lease read
 #: 1,124 pages and took 5.6 ms instead of 0.23 ms, and a batch's PostgreSQL time grew with
-#: the backlog (``bench/RESULTS.md``, seventeenth session).
+#: the backlog (``bench/RESULTS-archive.md``, 2026-11-26 03:52–07:08 UTC, commit 17b94a9).
 _WAITING = "({delivery}.status IN ('pending', 'retrying')) IS TRUE"
 
 #: The lease of the common case, returning what the attempt needs to know: a ladder attempt

@@ -18,7 +18,7 @@ from webhooks.storage.sqltext import columns, insert_sql, table
 INSERT_CHUNK = 500
 
 #: Columns written for a new event, idempotency key and delivery (field names).
-EVENT_FIELDS = ("id", "tenant", "seq", "event_type", "payload", "created_at")
+EVENT_FIELDS = ("id", "tenant", "seq", "event_type", "payload", "created_at", "traceparent", "test")
 KEY_FIELDS = ("tenant", "key", "event", "request_hash", "created_at")
 DELIVERY_FIELDS = ("id", "tenant", "event", "endpoint", "status", "attempts", "next_attempt_at", "created_at",
                    "updated_at")
@@ -58,6 +58,7 @@ def bump_sql(dialect: Dialect, limited: bool) -> str:
     since it was last used, capped at one second's worth). Parameters: ``bump_params``.
 
     The remaining tokens come back negative when there were fewer than n: the caller rolls back.
+    A deleted tenant's row is not bumped (no row comes back): it takes no event, whatever key.
     """
     p = dialect.param
     sets = [f'"event_seq" = "event_seq" + {p}']
@@ -68,7 +69,7 @@ def bump_sql(dialect: Dialect, limited: bool) -> str:
             f"{dialect.greatest}(0, {elapsed}) * {p}, {p})) - {p}",
             f'"ingest_updated_at" = {dialect.greatest}(COALESCE("ingest_updated_at", {p}), {p})',
         ]
-    return (f"UPDATE {table(Tenant)} SET {', '.join(sets)} WHERE \"id\" = {p} "
+    return (f"UPDATE {table(Tenant)} SET {', '.join(sets)} WHERE \"id\" = {p} AND \"deleted_at\" IS NULL "
             f'RETURNING "event_seq", "ingest_tokens"')
 
 
@@ -83,7 +84,7 @@ def bump_params(dialect: Dialect, tenant_id: str, rate_limit: float | None, now:
 @lru_cache(maxsize=None)
 def endpoints_sql(dialect: Dialect) -> str:
     """The tenant's live endpoints, as much as routing needs. Parameter: tenant id."""
-    return (f'SELECT "id", "event_types", "disabled", "health" FROM {table(Endpoint)} '
+    return (f'SELECT "id", "event_types", "disabled", "health", "filter" FROM {table(Endpoint)} '
             f'WHERE "tenant_id" = {dialect.param} AND "deleted_at" IS NULL ORDER BY "id"')
 
 
@@ -93,13 +94,13 @@ def postgres_read_sql(with_keys: bool) -> str:
     file, and the tenant's live endpoints. Nothing is locked.
 
     One row per live endpoint (one row of NULL endpoint columns when there is none):
-    ``any_key_seen, id, event_types, disabled, health``. Parameters: [tenant id, the keys
+    ``any_key_seen, id, event_types, disabled, health, filter``. Parameters: [tenant id, the keys
     as one array,] tenant id.
     """
     key_seen = (f'EXISTS (SELECT 1 FROM {table(IdempotencyKey)} WHERE "tenant_id" = %s AND "key" = ANY(%s))'
                 if with_keys else "FALSE")
     return (
-        f'SELECT {key_seen}, e."id", e."event_types", e."disabled", e."health" '
+        f'SELECT {key_seen}, e."id", e."event_types", e."disabled", e."health", e."filter" '
         f'FROM (SELECT 1) AS "one" LEFT JOIN {table(Endpoint)} e ON e."tenant_id" = %s AND e."deleted_at" IS NULL '
         f'ORDER BY e."id"'
     )

@@ -16,6 +16,7 @@ from webhooks import sealing
 from webhooks.storage.db import database
 from webhooks.storage.payload_json import payload_json
 from webhooks.storage.timeutil import utcnow
+from webhooks.storage.statuses import DeliveryStatus
 
 
 #: ``JSONField``'s encoder, made once: ``json.dumps`` with arguments builds a new one per call,
@@ -68,8 +69,18 @@ class BaseModel(peewee.Model):
 
 
 class Tenant(BaseModel):
+    """A platform's customer: its own endpoints, events, keys and history.
+
+    ``name`` and ``uid`` are unique among live tenants (migration 0015's partial indexes):
+    a deleted tenant frees both at once, and the clock purges its rows later
+    (``webhooks.tenants``).
+    """
+
     id = peewee.CharField(primary_key=True, max_length=40)
     name = peewee.CharField(max_length=200)
+    #: The platform's own id for its customer, accepted wherever a tenant id is.
+    uid = peewee.CharField(max_length=64, null=True)
+    metadata = JSONField(default=dict)
     #: Where alerts about the tenant's endpoints go when an endpoint has no contact of its own.
     contact_email = peewee.CharField(max_length=320, null=True)
     #: Last ``seq`` handed out; bumped inside each event's transaction (cursor = commit order).
@@ -78,17 +89,21 @@ class Tenant(BaseModel):
     #: Token bucket of ``INGEST_RATE_LIMIT``, refilled on use; None means full.
     ingest_tokens = peewee.FloatField(null=True)
     ingest_updated_at = peewee.DateTimeField(null=True)
+    #: Soft delete: its keys stop, it takes no events, its unfinished deliveries are cancelled.
+    deleted_at = peewee.DateTimeField(null=True)
 
 
 class ApiKey(BaseModel):
-    """A tenant's key ``<id>.<secret>``: looked up by id, SHA-256 of the secret stored.
+    """A tenant's key ``<id>.<secret>``, or the platform's (``tenant`` is None): looked up by id,
+    SHA-256 of the secret stored. One mechanism for both owners (``webhooks.ingest.auth_keys``).
 
     A tenant may hold several, each with a name. A key replaced by a rotation keeps working
     until ``expires_at`` (the overlap); a revoked one stops at once (within the key cache's lifetime).
     """
 
     id = peewee.CharField(primary_key=True, max_length=40)
-    tenant = peewee.ForeignKeyField(Tenant, backref="api_keys", on_delete="CASCADE")
+    #: None: a platform key (``/v1/tenants…``), not a tenant's.
+    tenant = peewee.ForeignKeyField(Tenant, backref="api_keys", on_delete="CASCADE", null=True)
     name = peewee.CharField(max_length=100, default="default")
     secret_hash = peewee.CharField(max_length=64)
     created_at = peewee.DateTimeField(default=utcnow)
@@ -126,6 +141,8 @@ class Endpoint(BaseModel):
     probe_delivery_id = peewee.CharField(max_length=40, null=True)
     #: While offline, when the clock probes it next (None: ``PROBE_INTERVAL``'s first after ``offline_since``).
     next_probe_at = peewee.DateTimeField(null=True)
+    #: Only events matching this filter reach it (``webhooks.catalog.filters``); None: every event.
+    filter = JSONField(null=True)
     #: Token bucket of ``rate_limit``, shared by every worker process.
     rate_tokens = peewee.FloatField(null=True)
     rate_updated_at = peewee.DateTimeField(null=True)
@@ -145,6 +162,10 @@ class Event(BaseModel):
     event_type = peewee.CharField(max_length=128)
     payload = PayloadField()
     created_at = peewee.DateTimeField(default=utcnow)
+    #: W3C trace context of the request that posted it (tracing on), for its deliveries' attempt spans.
+    traceparent = peewee.CharField(max_length=128, null=True)
+    #: A test event (``POST /v1/endpoints/<id>/send-example``): sent to one endpoint, left out of the feed.
+    test = peewee.BooleanField(default=False)
 
     class Meta:
         indexes = (
@@ -176,7 +197,7 @@ class Delivery(BaseModel):
     event = peewee.ForeignKeyField(Event, backref="deliveries", on_delete="CASCADE")
     #: Indexed first in (endpoint, status, created_at, id): no index of its own (migration 0013).
     endpoint = peewee.ForeignKeyField(Endpoint, backref="deliveries", on_delete="CASCADE", index=False)
-    status = peewee.CharField(max_length=16, default="pending")
+    status = peewee.CharField(max_length=16, default=DeliveryStatus.PENDING)
     attempts = peewee.IntegerField(default=0)
     next_attempt_at = peewee.DateTimeField(null=True)
     last_status_code = peewee.IntegerField(null=True)
@@ -325,8 +346,31 @@ class RetentionMark(BaseModel):
     purged_at = peewee.DateTimeField()
 
 
+class EventType(BaseModel):
+    """An entry of the event-type catalog (``webhooks.catalog``): one for the whole service.
+
+    ``version`` grows with each change of ``schema``, so a compiled validator is reused until then.
+    """
+
+    name = peewee.CharField(primary_key=True, max_length=128)
+    description = peewee.TextField(default="")
+    group_name = peewee.CharField(max_length=128, null=True)
+    #: A JSON Schema (draft 2020-12) of the payload; None: any payload.
+    schema = JSONField(null=True)
+    examples = JSONField(default=list)
+    deprecated = peewee.BooleanField(default=False)
+    #: Archived (``DELETE``): kept for history, hidden from lists, refused when ``EVENT_TYPES_STRICT``.
+    archived_at = peewee.DateTimeField(null=True)
+    version = peewee.IntegerField(default=1)
+    created_at = peewee.DateTimeField(default=utcnow)
+    updated_at = peewee.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("group_name", "name"), False),)
+
+
 #: Creation order (parents first).
 ALL_MODELS: tuple[type[BaseModel], ...] = (
     Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt, ManualAttempt, HealthChange, Alert,
-    EndpointWindow, RetentionMark,
+    EndpointWindow, RetentionMark, EventType,
 )

@@ -12,13 +12,15 @@ import logging
 import os
 import re
 import weakref
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import peewee
 
 from webhooks.storage.db import database, is_postgres
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 #: Server-side prepared statements for the PostgreSQL fast path: planning the bump-and-
 #: endpoints statement costs about as much as running it. ``PG_PREPARED_STATEMENTS=0``
@@ -99,6 +101,17 @@ class PreparedStatements:
 
     def forget(self) -> None:
         self._ready.pop(database.connection(), None)
+
+    def again_if_vanished(self, run: Callable[[bool], R]) -> R:
+        """``run(True)``, with its prepared statements; if one of them has vanished (``DISCARD ALL``:
+        the statement wrote nothing), ``run(False)`` once more, unprepared. The one retry of a
+        vanished statement: the lease, the record and the ingest all go through it."""
+        try:
+            return run(True)
+        except peewee.DatabaseError as error:
+            if not self.vanished(error):
+                raise
+        return run(False)
 
     def vanished(self, error: BaseException) -> bool:
         """Did ``error`` come from a prepared statement that has vanished (``DISCARD ALL``)? If so,

@@ -119,6 +119,17 @@ def _raise_marks(purged: Iterable[Candidate], now: datetime) -> None:
         ).execute()
 
 
+def delete_events(ids: Sequence[str]) -> Purged:
+    """Delete the events ``ids`` with their deliveries, attempts, resend records and idempotency
+    keys (children first). Call inside a transaction."""
+    attempts = Attempt.delete().where(Attempt.event.in_(ids)).execute()
+    ManualAttempt.delete().where(ManualAttempt.event.in_(ids)).execute()  # who asked for a resend
+    deliveries = Delivery.delete().where(Delivery.event.in_(ids)).execute()
+    IdempotencyKey.delete().where(IdempotencyKey.event.in_(ids)).execute()
+    events = Event.delete().where(Event.id.in_(ids)).execute()
+    return Purged(len(ids), events, deliveries, attempts)
+
+
 def purge_batch(before: datetime, after: Position = None, limit: int = BATCH_EVENTS) -> tuple[Purged, Position]:
     """Purge what may go among the next ``limit`` events created before ``before``, in one transaction.
 
@@ -132,14 +143,9 @@ def purge_batch(before: datetime, after: Position = None, limit: int = BATCH_EVE
         doomed = [c for c in candidates if c.id not in needed]
         purged = Purged(examined=len(candidates))
         if doomed:
-            ids = [c.id for c in doomed]
-            attempts = Attempt.delete().where(Attempt.event.in_(ids)).execute()
-            ManualAttempt.delete().where(ManualAttempt.event.in_(ids)).execute()  # who asked for a resend
-            deliveries = Delivery.delete().where(Delivery.event.in_(ids)).execute()
-            IdempotencyKey.delete().where(IdempotencyKey.event.in_(ids)).execute()
-            events = Event.delete().where(Event.id.in_(ids)).execute()
+            removed = delete_events([c.id for c in doomed])
             _raise_marks(doomed, utcnow())
-            purged = Purged(len(candidates), events, deliveries, attempts)
+            purged = Purged(len(candidates), removed.events, removed.deliveries, removed.attempts)
     last = candidates[-1]
     position: Position = (last.created_at, last.id) if len(candidates) == limit else None
     return purged, position

@@ -51,8 +51,8 @@ def insert_sql(model: type[peewee.Model], names: tuple[str, ...], rows: int, par
 #: From this many rows, an insert on PostgreSQL goes as ``COPY … FROM STDIN``.
 #: PostgreSQL parses and plans a multi-row ``INSERT … VALUES`` of 128 attempt rows (2,300
 #: parameters) anew each time: 35-37 us of its CPU per row against 20-22 us for the same rows
-#: copied (seventeenth session, ``bench/RESULTS.md``). A copy takes one round trip more, so
-#: the few rows of a quiet moment keep the ``INSERT``.
+#: copied (``bench/RESULTS-archive.md``, 2026-11-26 03:52–07:08 UTC, commit 17b94a9). A copy
+#: takes one round trip more, so the few rows of a quiet moment keep the ``INSERT``.
 COPY_FROM_ROWS = 16
 
 
@@ -111,22 +111,6 @@ def _copy_text(value: Any) -> str:
     if isinstance(value, datetime):
         return value.isoformat(sep=" ")
     raise TypeError(f"no COPY text for a {type(value).__name__}")
-
-
-@lru_cache(maxsize=256)
-def _update_sql(model: type[peewee.Model], names: tuple[str, ...], where: tuple[str, ...], param: str) -> str:
-    assignments = ", ".join(f"{_column(model, name)} = {param}" for name in names)
-    conditions = " AND ".join(f"{_column(model, name)} = {param}" for name in where)
-    return f"UPDATE {table(model)} SET {assignments} WHERE {conditions}"
-
-
-def update_where(model: type[peewee.Model], values: Mapping[str, Any], where: Mapping[str, Any]) -> int:
-    """``model.update(**values).where(field == value, ...)`` (equalities joined by AND); rows changed."""
-    fields = model._meta.fields
-    params = [fields[name].db_value(value) for name, value in values.items()]
-    params += [fields[name].db_value(value) for name, value in where.items()]
-    cursor = database.execute_sql(_update_sql(model, tuple(values), tuple(where), _param()), params)
-    return cursor.rowcount
 
 
 @lru_cache(maxsize=512)

@@ -4,9 +4,10 @@ from webhooks.console.views import (
     audit_log,
     dead_letters,
     endpoints,
+    event_types,
     events,
     overview,
     search,
 )
 
-__all__ = ["audit_log", "dead_letters", "endpoints", "events", "overview", "search"]
+__all__ = ["audit_log", "dead_letters", "endpoints", "event_types", "events", "overview", "search"]

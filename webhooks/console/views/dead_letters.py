@@ -21,9 +21,11 @@ from webhooks.console.models import ReplayJob
 from webhooks.console.queries import MAX_ROW_ID, DeliveryFilter, page, row_id_cursor
 from webhooks.console.views.common import get_or_404, read_filter
 from webhooks.storage.models import Delivery
+from webhooks.storage.statuses import DeliveryStatus
 
-#: Dead letters are the failed deliveries (design decision 3).
-DEAD = {"statuses": ("failed",)}
+#: Dead letters are the failed deliveries: the database is the list; the dead-letter queue
+#: is a copy for operators, and a replay publishes a fresh attempt.
+DEAD = {"statuses": (DeliveryStatus.FAILED,)}
 
 
 @bp.route("/dead-letters")

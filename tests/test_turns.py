@@ -1,6 +1,7 @@
 """Taking turns: one tenant's item does not wait behind everything another tenant queued first.
 
-``in_turns`` orders one batch; ``TurnQueue`` is the queue threads share (the web's
+``Rotation`` is the one round-robin (lanes, batches, the web's publisher and its server's
+requests); ``in_turns`` orders one batch; ``TurnQueue`` is the queue threads share (the web's
 background publisher), and takes turns over everything waiting in it, not only over the
 first batch's worth.
 """
@@ -10,11 +11,26 @@ from __future__ import annotations
 import threading
 import time
 
-from webhooks.messaging.turns import TurnQueue, in_turns
+from webhooks.turns import Rotation, TurnQueue, in_turns
 
 
 def tenant(item: str) -> str:
     return item.split("-")[0]
+
+
+def test_a_rotation_serves_keys_in_turn_and_a_key_held_out_of_turn_keeps_its_items_and_returns_at_the_end() -> None:
+    rotation: Rotation[str, str] = Rotation()
+    for item in ["a-1", "a-2", "b-1", "c-1", "c-2"]:
+        rotation.put(tenant(item), item)
+
+    assert rotation.take() == ("a", "a-1")
+    rotation.hold("b")
+    assert list(rotation.in_turn()) == ["c", "a"] and rotation.waiting("b") == 1
+    assert rotation.take("a") == ("a", "a-2")
+    rotation.resume("b")
+
+    assert rotation.take_many(10) == ["c-1", "b-1", "c-2"]
+    assert len(rotation) == 0 and not rotation and rotation.take() is None
 
 
 def test_in_turns_takes_one_item_of_each_tenant_then_a_second_of_each() -> None:

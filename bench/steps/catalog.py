@@ -1,0 +1,196 @@
+"""Step ``catalog``: batch ingestion with 100 event types with schemas and 100 endpoint filters,
+against the same ingestion without them, interleaved in one run (issue 33: at most 10 % fewer events/s).
+
+Three stacks side by side (each a fresh PostgreSQL database and queue prefix, gunicorn with 2
+workers as the Procfile runs it), one tenant each, the same batches of 100 events of 100
+types (``bench.type.000`` … ``.099``, ~1 KB each, ``bench/kit/payload.py``):
+
+- ``baseline``: no catalog; one endpoint for every event and 100 endpoints subscribed to a
+  type never sent (101 endpoints read per request, one delivery per event);
+- ``catalog``: the 100 types in the catalog, each with a schema the payload must pass (formats,
+  patterns, nested objects, an array of 15 lines), and 100 endpoints subscribed to every type
+  with a filter on the payload that never matches, with an equality the filters' index looks
+  up (still one delivery per event);
+- ``catalog, range filters``: the same, with filters that have no equality, so that each is
+  evaluated for every event.
+
+The runs alternate (baseline, catalog, baseline, …) so that what else the machine does weighs
+on both alike; the figure is each side's median events/s and the loss between them.
+Afterwards each stack must have one delivery per event (the filters let nothing through).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from bench.kit.markdown import Add, heading, n, verdict
+from bench.kit.payload import PAYLOAD, batch_request
+from bench.kit.procs import Deadline, log
+from bench.kit.stack import ServiceStack, running
+from bench.kit.step import Context, Results, Step
+
+#: Types, schemas and filtered endpoints (the issue's figure).
+TYPES = 100
+FILTERS = 100
+
+#: Events per request.
+BATCH = 100
+
+#: The issue's bound on the loss.
+MAX_LOSS = 0.10
+
+#: Keep-alive connections per load process, load processes (as step ``ingest``).
+CONNECTIONS, PROCESSES = 2, 2
+
+#: ``INGEST_RATE_LIMIT`` of the stacks: high, so that it never refuses.
+RATE_LIMIT = "1000000"
+
+TYPE_NAMES = [f"bench.type.{i:03d}" for i in range(TYPES)]
+
+#: What every type's payload must be: the order of ``bench/kit/payload.py``, checked in depth.
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["order"],
+    "properties": {"order": {
+        "type": "object",
+        "required": ["id", "customer", "amount", "currency", "lines"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^ord_[A-Z0-9]+$"},
+            "customer": {"type": "object", "required": ["id", "email"], "properties": {
+                "id": {"type": "string", "pattern": "^cus_"}, "email": {"type": "string", "format": "email"},
+                "country": {"type": "string", "minLength": 2, "maxLength": 2}}},
+            "amount": {"type": "integer", "minimum": 0},
+            "currency": {"enum": ["EUR", "USD", "GBP"]},
+            "lines": {"type": "array", "minItems": 1, "maxItems": 500, "items": {
+                "type": "object", "required": ["sku", "qty", "unit_amount"], "additionalProperties": False,
+                "properties": {"sku": {"type": "string", "pattern": "^sku-[0-9]{4}$"},
+                               "qty": {"type": "integer", "minimum": 1},
+                               "unit_amount": {"type": "integer", "minimum": 0}}}},
+            "shipping": {"type": "object", "properties": {
+                "method": {"enum": ["standard", "express"]}, "street": {"type": "string"},
+                "city": {"type": "string"}, "postcode": {"type": "string"}}},
+        },
+    }},
+}
+
+
+def catalog_file() -> Path:
+    """The catalog ``flask event-types import`` loads: ``TYPES`` types, each with the schema and an example."""
+    entries = [{"name": name, "description": f"Benchmark type {i}.", "group": "bench", "schema": SCHEMA,
+                "examples": [PAYLOAD]} for i, name in enumerate(TYPE_NAMES)]
+    path = Path(tempfile.mkstemp(prefix="bench-catalog-", suffix=".json")[1])
+    path.write_text(json.dumps({"event_types": entries}))
+    return path
+
+
+def never_matching_filter(i: int) -> dict[str, Any]:
+    """A filter on the payload that fails for the benchmark's order (no country is ``X<i>``)."""
+    return {"data": {"order": {"amount": {"$gte": 100}, "currency": {"$in": ["EUR", "USD"]},
+                               "customer": {"country": f"X{i}"}}}}
+
+
+def range_filter(i: int) -> dict[str, Any]:
+    """A filter with no equality to index on (evaluated for every event), that fails for the benchmark's order."""
+    return {"data": {"order": {"amount": {"$gte": 100, "$lt": 4000 - i}, "currency": {"$in": ["EUR", "USD"]}}}}
+
+
+#: Each side: whether its types are in the catalog, and its 100 other endpoints' fields (by index).
+SIDES: dict[str, tuple[bool, Any]] = {
+    "baseline": (False, lambda i: {"event_types": ["never.sent"]}),
+    "catalog": (True, lambda i: {"filter": never_matching_filter(i)}),
+    "catalog, range filters": (True, lambda i: {"filter": range_filter(i)}),
+}
+
+
+def _prepare(stack: ServiceStack, with_catalog: bool, fields_of: Any) -> str:
+    """The tenant's key, after its endpoints (and, ``with_catalog``, the catalog) are set up."""
+    tenant = stack.tenant("bench")
+    stack.endpoint(tenant, "http://127.0.0.1:9/every")
+    for i in range(FILTERS):
+        stack.endpoint(tenant, f"http://127.0.0.1:9/e{i}", **fields_of(i))
+    if with_catalog:
+        path = catalog_file()
+        try:
+            stack.flask("event-types", "import", str(path))
+        finally:
+            path.unlink()
+    return tenant.api_key
+
+
+def catalog(context: Context, deadline: Deadline) -> Results:
+    args, quick = context.args, context.plan.quick
+    rounds = args.catalog_rounds or (2 if quick else 5)
+    count = args.catalog_count or (5_000 if quick else 30_000)
+    body = batch_request(TYPE_NAMES[:BATCH])
+    # 101 endpoints: one over the default MAX_ENDPOINTS_PER_TENANT (100).
+    env = {"INGEST_RATE_LIMIT": RATE_LIMIT, "MAX_ENDPOINTS_PER_TENANT": "0"}
+    with ExitStack() as stacks:
+        sides = {}
+        for number, (name, (with_catalog, fields_of)) in enumerate(SIDES.items()):
+            stack = stacks.enter_context(running(f"catalog{number}", env, remove=True))
+            sides[name] = (stack, _prepare(stack, with_catalog, fields_of))
+        for name, (stack, key) in sides.items():  # warm-up: connections, prepared statements, validators
+            stack.burst([key], body, 20 * BATCH, CONNECTIONS, PROCESSES, BATCH)
+        rates: dict[str, list[float]] = {name: [] for name in sides}
+        for round_no in range(rounds):
+            for name, (stack, key) in sides.items():
+                deadline.check()
+                time.sleep(1.0)  # the other side's background publishing settles
+                result = stack.burst([key], body, count, CONNECTIONS, PROCESSES, BATCH)
+                rates[name].append(result["rps"])
+                log(f"   round {round_no + 1} {name}: {result['count']} events in {result['seconds']:.2f} s = "
+                    f"{result['rps']:,.0f} events/s, statuses {result['statuses']}")
+        checks = {name: _check(stack) for name, (stack, _) in sides.items()}
+    medians = {name: sorted(values)[len(values) // 2] for name, values in rates.items()}
+    losses = {name: 1 - medians[name] / medians["baseline"] for name in SIDES if name != "baseline"}
+    log("   median events/s: " + ", ".join(f"{name} {rate:,.0f}" for name, rate in medians.items()) + "; fewer: "
+        + ", ".join(f"{name} {100 * loss:.1f} %" for name, loss in losses.items()))
+    return {"rates": rates, "medians": medians, "losses": losses, "count": count, "rounds": rounds,
+            "checks": checks, "service_overrides": env}
+
+
+def _check(stack: ServiceStack) -> dict[str, Any]:
+    events = stack.sql.value("SELECT count(*) FROM event")
+    deliveries = stack.sql.value("SELECT count(*) FROM delivery")
+    return {"events": events, "deliveries": deliveries, "ok": events == deliveries}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("step catalog")
+    group.add_argument("--catalog-rounds", type=int, help="baseline/catalog pairs of runs (default 5; --quick 2)")
+    group.add_argument("--catalog-count", type=int, help="events per run (default 30,000; --quick 5,000)")
+
+
+def section(r: dict[str, Any], add: Add) -> None:
+    step = r.get("catalog")
+    if not heading(add, "Ingestion with 100 schemas and 100 filters (`bench/steps/catalog.py`)", step):
+        return
+    add(f"`POST /v1/events/batch`, {BATCH} events of {TYPES} types a request, {n(step['count'])} events a run, "
+        f"the two sides alternating over {step['rounds']} rounds, each on its own stack (gunicorn, 2 workers, "
+        "no delivery worker). `baseline`: no catalog, 101 endpoints (100 subscribed to a type never sent). "
+        f"`catalog`: the {TYPES} types with schemas, {FILTERS} endpoints with a filter that never matches, each "
+        "with an equality (a look-up in the filters' index per event), and one that takes every event. "
+        "`catalog, range filters`: the same with filters that have no equality to index on (`$gte`, `$lt`, "
+        "`$in`), so each is evaluated for every event.")
+    add("")
+    add("| side | events/s (median) | each round | fewer than the baseline | deliveries |")
+    add("|---|---|---|---|---|")
+    for name in step["medians"]:
+        check = step["checks"][name]
+        loss = step["losses"].get(name)
+        against = "–" if loss is None else \
+            f"{100 * loss:.1f} % (target ≤ {100 * MAX_LOSS:.0f} %: {verdict(loss <= MAX_LOSS)})"
+        add(f"| {name} | **{n(step['medians'][name])}** | {', '.join(n(x) for x in step['rates'][name])} | "
+            f"{against} | {check['deliveries']:,} for {check['events']:,} events |")
+    add("")
+
+
+STEP = Step("catalog", "ingestion with schemas and filters", catalog, lambda context: 600 * context.budget,
+            (section,), full_run=False, add_arguments=add_arguments)

@@ -1,0 +1,5 @@
+"""The portal's pages, one module per kind of page; importing them registers their routes."""
+
+from webhooks.portal.views import access_link, endpoints, events
+
+__all__ = ["access_link", "endpoints", "events"]
