@@ -175,7 +175,7 @@ def jobs(settings: Settings, publisher: Publisher) -> list[Job]:
         Job("probes", PROBE_EVERY_SECONDS, lambda: probes.probe_due(publisher, topology, settings.probe_interval)),
         Job("operational events", 0.5, lambda: operational.raise_pending(publisher, topology)),
         Job("disable failing", 60.0, lambda: recovery.disable_failing(settings.disable_after)),
-        Job("lost messages", 60.0, lambda: sweeper.sweep(publisher, topology, settings.amqp_url)),
+        Job("lost messages", sweeper.SWEEP_EVERY_SECONDS, lambda: sweeper.sweep(publisher, topology, settings.amqp_url)),
         Job("idempotency keys", 300.0, expire_idempotency_keys),
         Job("retention", retention.PASS_EVERY_SECONDS, purger.run),
         Job("deleted tenants", 60.0, tenants.purge_deleted),
