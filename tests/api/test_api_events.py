@@ -17,7 +17,7 @@ from tests.api_helpers import (
     post_event,
     row_counts,
 )
-from webhooks.api.common import MAX_ATTEMPT_PAGE_CHARS
+from webhooks.storage.size_budget import MAX_ATTEMPT_PAGE_CHARS
 from webhooks.storage.models import Delivery, Event, IdempotencyKey
 
 #: The helpers' fixtures (``headers``, ``make_app``); to merge into conftest.py.

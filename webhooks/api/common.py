@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 import peewee
-from peewee import fn
 from flask import g
 from flask_smorest import abort
 
 from webhooks.actions import Requester
 from webhooks.storage.ids import has_prefix
 from webhooks.storage.models import Attempt, BaseModel, Delivery, Endpoint, Event, Tenant
+from webhooks.storage.size_budget import ATTEMPT_CHARS, MAX_ATTEMPT_PAGE_CHARS, keys_within
 
 #: The models a tenant owns and the API looks up by id.
 M = TypeVar("M", Endpoint, Event, Delivery)
@@ -27,17 +27,6 @@ OWNED: dict[type[BaseModel], tuple[str, str]] = {
 #: ``recent_attempts`` of a delivery shows at most this many.
 RECENT_ATTEMPTS = 20
 
-#: Characters of stored text a page of attempts holds at most (a page of ``limit`` rows is cut
-#: short before it passes this, and its ``next_cursor`` goes on from there). Attempts stored
-#: before ``MAX_KEPT_HEADERS`` could hold 961 KB of headers each: a page of 250 was 144 MB.
-MAX_ATTEMPT_PAGE_CHARS = 4 * 1024 * 1024
-
-#: The characters an attempt row holds, as the database measures them.
-ATTEMPT_CHARS = (
-    fn.LENGTH(Attempt.url) + fn.LENGTH(Attempt.request_headers)
-    + fn.COALESCE(fn.LENGTH(Attempt.response_headers), 0) + fn.COALESCE(fn.LENGTH(Attempt.response_body), 0)
-    + fn.COALESCE(fn.LENGTH(Attempt.error), 0)
-)
 
 
 def current_tenant() -> Tenant:
@@ -97,7 +86,7 @@ def cursor_page(
     else:
         # The keys and sizes first (narrow), then only the rows that fit, whole.
         sized = list(query.select(key, size[0]).order_by(order).limit(limit + 1).tuples())
-        keys = _within(sized, limit, size[1])
+        keys = keys_within(sized, limit, size[1])
         has_more = len(sized) > len(keys)
         rows = _rows(query.where(key.in_(keys)).order_by(order), prefetch) if keys else []
         last = keys[-1] if keys else None  # a row purged meanwhile does not move the cursor back
@@ -110,19 +99,6 @@ def cursor_page(
 
 def _rows(query: peewee.ModelSelect[Any], prefetch: tuple[peewee.ModelSelect[Any], ...]) -> list[Any]:
     return list(query.prefetch(*prefetch)) if prefetch else list(query)
-
-
-def _within(sized: list[tuple[Any, int | None]], limit: int, budget: int) -> list[Any]:
-    """The keys of the first rows of ``sized`` (key, size), at most ``limit``, whose sizes add up
-    to no more than ``budget``; the first row always."""
-    keys: list[Any] = []
-    used = 0
-    for key, size in sized[:limit]:
-        used += size or 0
-        if keys and used > budget:
-            break
-        keys.append(key)
-    return keys
 
 
 def attempt_page(condition: peewee.Expression, args: dict[str, Any]) -> dict[str, Any]:

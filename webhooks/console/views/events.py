@@ -13,6 +13,7 @@ from webhooks.console.blueprint import bp
 from webhooks.console.formatting import next_attempt_holds, requester_label, tier_label
 from webhooks.console.views.common import back, get_or_404, perform, staff_requester
 from webhooks.storage.models import ApiKey, Attempt, Delivery, Endpoint, Event, ManualAttempt, Tenant
+from webhooks.storage.size_budget import ATTEMPT_CHARS, MAX_ATTEMPT_PAGE_CHARS, keys_within
 
 #: How much of a stored response body the timeline shows (the rest is counted).
 BODY_PREVIEW = 2000
@@ -33,9 +34,11 @@ def event(event_id: str) -> str:
     deliveries = list(
         Delivery.select(Delivery, Endpoint).join(Endpoint).where(Delivery.event == row.id).order_by(Delivery.id)
     )
-    attempts = (
-        Attempt.select().where(Attempt.event == row.id).order_by(Attempt.delivery, Attempt.attempt_no)
-    )
+    order = (Attempt.delivery, Attempt.attempt_no)
+    # Sizes first, then only the attempts that fit the page's budget (old rows may hold 961 KB of headers).
+    sized = list(Attempt.select(Attempt.id, ATTEMPT_CHARS).where(Attempt.event == row.id).order_by(*order).tuples())
+    shown = keys_within(sized, len(sized), MAX_ATTEMPT_PAGE_CHARS)
+    attempts = Attempt.select().where(Attempt.id.in_(shown)).order_by(*order) if shown else []
     timelines = {delivery_id: list(rows)[:MAX_ATTEMPTS] for delivery_id, rows in groupby(attempts, lambda a: a.delivery_id)}
     ladder_nos = {attempt.id: number for timeline in timelines.values()
                   for attempt, number in zip(timeline, accumulate(a.trigger == "ladder" for a in timeline))}
@@ -53,6 +56,7 @@ def event(event_id: str) -> str:
         timelines=timelines,
         tier=lambda attempt: tier_label(ladder_nos[attempt.id], attempt.trigger, ladder),
         body_preview=BODY_PREVIEW,
+        attempts_left_out=len(sized) - len(shown),
         requests=requests,
         requested={(request.delivery_id, request.attempt_no): request for request in requests},  # the first asked
         requester=lambda request: requester_label(
