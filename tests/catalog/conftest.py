@@ -6,6 +6,9 @@ from typing import Any
 
 import pytest
 
+from webhooks.ingest.auth_keys import PLATFORM, create_api_key
+from webhooks.storage.db import database, write
+
 #: A payload schema: an order with an amount and a currency.
 ORDER_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -23,9 +26,11 @@ ORDER = {"amount": 150, "currency": "eur", "items": [{"sku": "A-1"}]}
 
 
 @pytest.fixture
-def writer(headers: dict[str, str]) -> dict[str, str]:
-    """The Authorization header that writes the catalog."""
-    return headers
+def writer(database_url: str) -> dict[str, str]:
+    """The Authorization header that writes the catalog: a platform key's."""
+    with database.connection_context(), write():
+        _, api_key = create_api_key(PLATFORM, "catalog")
+    return {"Authorization": f"Bearer {api_key}"}
 
 
 def order_type(name: str = "order.paid", **fields: Any) -> dict[str, Any]:

@@ -42,8 +42,9 @@ def test_every_platform_route_takes_the_platform_key_and_documents_its_403(spec:
 
 
 def test_every_tenant_route_is_documented_a_second_time_under_the_tenants_prefix(spec: dict[str, Any]) -> None:
+    # The event-type catalog is the platform's, one for every tenant: not a tenant route.
     plain = {(p, m) for p, m, _ in operations(spec)
-             if p.startswith("/v1/") and not p.startswith("/v1/tenants")}
+             if p.startswith("/v1/") and not p.startswith(("/v1/tenants", "/v1/event-types"))}
 
     for path, method in plain:
         twin = path.replace("/v1/", "/v1/tenants/{tenant_ref}/", 1)
@@ -51,3 +52,13 @@ def test_every_tenant_route_is_documented_a_second_time_under_the_tenants_prefix
         (ref,) = [p for p in spec["paths"][twin]["parameters"] if p["name"] == "tenant_ref"]
         assert ref["in"] == "path" and "uid" in ref["description"]
         assert "404" in spec["paths"][twin][method]["responses"]
+
+
+def test_the_catalog_is_read_with_either_key_and_written_with_the_platform_key(spec: dict[str, Any]) -> None:
+    catalog = [(p, m, op) for p, m, op in operations(spec) if p.startswith("/v1/event-types")]
+
+    assert {m for _, m, _ in catalog} == {"get", "post", "patch", "delete"}
+    for path, method, op in catalog:
+        expected = [{"bearerAuth": []}, {"platformAuth": []}] if method == "get" else [{"platformAuth": []}]
+        assert op["security"] == expected, (method, path)
+        assert {"401", "403"} <= set(op["responses"]), (method, path)

@@ -25,7 +25,7 @@ from webhooks.storage import delivery_sql
 from webhooks.storage.db import database, durable_commit, retrying, write
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.payload_json import PayloadJSON
-from webhooks.storage.ids import floor_id
+from webhooks.storage.ids import id_floor
 from webhooks.storage.models import Attempt, Delivery, Event
 from webhooks.messaging.outbox import overdue_in_ladder
 from webhooks.storage.timeutil import isoformat, utcnow
@@ -115,7 +115,7 @@ def stuck(older_than: float, idle_for: float, limit: int = 500) -> list[tuple[De
     """Deliveries in the ladder, their message confirmed long ago, yet overdue by ``older_than``
     seconds, held by no worker, and of an endpoint that made no attempt for ``idle_for`` seconds:
     their message was lost (or is held where no worker can reach it)."""
-    since = floor_id("att", int((time.time() - idle_for) * 1000))
+    since = id_floor("att", int((time.time() - idle_for) * 1000))
     moving = Attempt.select(Attempt.id).where((Attempt.endpoint == Delivery.endpoint) & (Attempt.id >= since))
     return overdue_in_ladder(
         Delivery.enqueued_at.is_null(False) & Delivery.spilled_at.is_null() & ~fn.EXISTS(moving), older_than, limit

@@ -90,8 +90,8 @@ def new_ids(prefix: str, count: int, now_ms: int | None = None) -> list[str]:
     return [f"{prefix}_{_encode(millis, 10)}{_encode(random, 16)}" for millis, random in _monotonic.take(int(time.time() * 1000), count)]
 
 
-def floor_id(prefix: str, millis: int) -> str:
-    """Below every id of this type made at ``millis`` or later, above every one made before."""
+def id_floor(prefix: str, millis: int) -> str:
+    """The smallest id of this type made at or after ``millis`` (a bound for "created since")."""
     return f"{prefix}_{_encode(millis, 10)}"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import accumulate, groupby
+from itertools import accumulate
 
 from flask import current_app, render_template, url_for
 from werkzeug.wrappers import Response
@@ -11,9 +11,9 @@ from webhooks import actions
 from webhooks.console.auth import operator_required
 from webhooks.console.blueprint import bp
 from webhooks.console.formatting import next_attempt_holds, requester_label, tier_label
+from webhooks.console.queries import event_timelines
 from webhooks.console.views.common import back, get_or_404, perform, staff_requester
-from webhooks.storage.models import ApiKey, Attempt, Delivery, Endpoint, Event, ManualAttempt, Tenant
-from webhooks.storage.size_budget import ATTEMPT_CHARS, MAX_ATTEMPT_PAGE_CHARS, keys_within
+from webhooks.storage.models import ApiKey, Delivery, Event, ManualAttempt, Tenant
 
 #: How much of a stored response body the timeline shows (the rest is counted).
 BODY_PREVIEW = 2000
@@ -31,15 +31,7 @@ TRIGGERS = {"resend": "resend", "replay": "recover"}
 @bp.route("/events/<event_id>")
 def event(event_id: str) -> str:
     row = get_or_404(Event, event_id, "event")
-    deliveries = list(
-        Delivery.select(Delivery, Endpoint).join(Endpoint).where(Delivery.event == row.id).order_by(Delivery.id)
-    )
-    order = (Attempt.delivery, Attempt.attempt_no)
-    # Sizes first, then only the attempts that fit the page's budget (old rows may hold 961 KB of headers).
-    sized = list(Attempt.select(Attempt.id, ATTEMPT_CHARS).where(Attempt.event == row.id).order_by(*order).tuples())
-    shown = keys_within(sized, len(sized), MAX_ATTEMPT_PAGE_CHARS)
-    attempts = Attempt.select().where(Attempt.id.in_(shown)).order_by(*order) if shown else []
-    timelines = {delivery_id: list(rows)[:MAX_ATTEMPTS] for delivery_id, rows in groupby(attempts, lambda a: a.delivery_id)}
+    deliveries, timelines, left_out = event_timelines(row.id, MAX_ATTEMPTS)
     ladder_nos = {attempt.id: number for timeline in timelines.values()
                   for attempt, number in zip(timeline, accumulate(a.trigger == "ladder" for a in timeline))}
     ladder = current_app.extensions["webhooks.settings"].ladder
@@ -56,7 +48,7 @@ def event(event_id: str) -> str:
         timelines=timelines,
         tier=lambda attempt: tier_label(ladder_nos[attempt.id], attempt.trigger, ladder),
         body_preview=BODY_PREVIEW,
-        attempts_left_out=len(sized) - len(shown),
+        attempts_left_out=left_out,
         requests=requests,
         requested={(request.delivery_id, request.attempt_no): request for request in requests},  # the first asked
         requester=lambda request: requester_label(
