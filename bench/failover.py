@@ -174,14 +174,23 @@ def longest_gap(times: list[float], start: float, end: float) -> tuple[float, fl
 
 def log_times(path: Path, pattern: str, since: float) -> list[float]:
     """Unix times of the lines of a process log matching ``pattern``, from ``since`` on."""
-    found = []
-    for line in path.read_text(errors="replace").splitlines():
-        match = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ", line)
-        if match and re.search(pattern, line):
-            at = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(match.group(2)) / 1000
-            if at >= since:
-                found.append(at)
-    return found
+    return [at for line in path.read_text(errors="replace").splitlines()
+            if re.search(pattern, line) and (at := line_time(line)) >= since]
+
+
+def log_values(path: Path, pattern: str, since: float) -> list[str]:
+    """The first group of ``pattern`` in each line of a process log from ``since`` on (logs are
+    appended to from run to run)."""
+    lines = path.read_text(errors="replace").splitlines()
+    return [match.group(1) for line in lines if (match := re.search(pattern, line)) and line_time(line) >= since]
+
+
+def line_time(line: str) -> float:
+    """Unix time of a log line (0 for a line without one)."""
+    match = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ", line)
+    if not match:
+        return 0.0
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(match.group(2)) / 1000
 
 
 def lateness(stack: ServiceStack) -> list[tuple[float, float]]:
@@ -288,9 +297,9 @@ def analyse(stack: ServiceStack, sent: list[dict[str, Any]], dump: list[tuple[fl
     results["worker and web log lines: deadlock detected"] = sum(
         len(log_times(child.log_path, "deadlock detected", load_start))
         for child in (*stack.workers, stack.web, stack.clock) if child is not None)
-    clock_log = stack.clock.log_path.read_text(errors="replace") if stack.clock is not None else ""
     results["republished by the sweeper (clock log)"] = sum(
-        int(found) for found in re.findall(r"published again (\d+) deliveries", clock_log))
+        int(found) for found in log_values(stack.clock.log_path, r"published again (\d+) deliveries", load_start)
+    ) if stack.clock is not None else 0
     checks = {
         "every stored event delivered or exhausted (0 lost)": not lost and len(stored) > 0,
         "every event a client saw accepted was stored": not accepted.keys() - set(stored),
