@@ -122,3 +122,17 @@ def test_generate_key_prints_a_usable_key(app: Flask) -> None:
     result = app.test_cli_runner().invoke(args=["secrets", "generate-key"])
     assert result.exit_code == 0
     assert sealing.Keyring(sealing.parse_keys(result.output.strip())).ids == [key_id(result.output.strip())]
+
+
+def test_an_api_process_holding_another_key_answers_500_without_the_secret_or_a_key(
+    client: FlaskClient, headers: dict[str, str], make_app: Callable[..., Flask]
+) -> None:
+    created = create_endpoint(client, headers)
+    stranger = make_app(secrets_key=new_key())
+    stranger.testing = False  # the error handler answers, as in production
+
+    response = stranger.test_client().get(f"/v1/endpoints/{created['id']}/secret", headers=headers)
+
+    assert response.status_code == 500
+    assert created["secret"] not in response.get_data(as_text=True)
+    assert "sealed:" not in response.get_data(as_text=True)
