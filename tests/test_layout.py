@@ -19,7 +19,7 @@ ORDER = {
     "ingest": 4,
     "health": 5,
     "delivery": 6,
-    "services": 7,  # actions, readiness: what the API and the console both call
+    "services": 7,  # actions, readiness, tenants: what the API, the console and the commands call
     "pages": 8,  # the page kit the console and the portal share
     "api": 9,
     "console": 9,
@@ -28,7 +28,7 @@ ORDER = {
 }
 HELPERS = {"durations", "logs", "event_types", "turns", "secrecy"}
 SHARED = {"config", "metrics"}
-SERVICES = {"actions", "readiness"}
+SERVICES = {"actions", "readiness", "tenants"}
 
 
 def place(module: str) -> str:

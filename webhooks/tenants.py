@@ -1,6 +1,6 @@
-"""Tenants, the platform's customers: create, change, find, soft delete, and purge once deleted.
+"""Tenants, the platform's customers: create, change, soft delete, and purge once deleted.
 
-Shared by ``flask tenant create`` and ``/v1/tenants``. Names (whatever their case) and
+A service like ``actions``: shared by ``flask tenant create``, ``/v1/tenants`` and the clock. Names (whatever their case) and
 uids are unique among live tenants. Deleting a tenant is a soft delete that is safe while
 its deliveries are in flight (see ``delete_tenant``); the clock purges its rows after
 ``PURGE_AFTER``.
@@ -15,7 +15,6 @@ import peewee
 
 from webhooks import actions
 from webhooks.ingest import auth_keys
-from webhooks.portal import access
 from webhooks.storage.db import write
 from webhooks.storage.ids import new_id
 from webhooks.storage.models import Delivery, Endpoint, Event, Tenant
@@ -82,7 +81,6 @@ def delete_tenant(tenant: Tenant, now: datetime | None = None) -> None:
     """Soft-delete ``tenant``, in one transaction:
 
     - its name and uid are free at once, and it is gone from every lookup (404);
-    - its portal sessions end and its unopened portal links are void;
     - its API keys are revoked (this process refuses them now, others within the key cache's
       lifetime) and it takes no new event whatever key is presented (the seq bump finds no tenant);
     - its endpoints are deleted and its unfinished deliveries cancelled: an attempt already in
@@ -94,7 +92,6 @@ def delete_tenant(tenant: Tenant, now: datetime | None = None) -> None:
         Tenant.update(deleted_at=now).where(Tenant.id == tenant.id).execute()
         auth_keys.revoke_api_keys(tenant)
         actions.delete_endpoints(Endpoint.tenant == tenant.id, Delivery.tenant == tenant.id, now)
-        access.end_sessions(tenant)
 
 
 def purge_deleted(now: datetime | None = None, batch: int = PURGE_BATCH) -> int:
