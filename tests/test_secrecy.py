@@ -27,6 +27,7 @@ from tests.console_helpers import log_in
 from tests.receivers import Receiver, always, raw_server, sleep_then, unused_port
 from webhooks.console.models import CONSOLE_MODELS
 from webhooks.pages.models import PAGE_MODELS
+from webhooks.portal.models import PORTAL_MODELS
 from webhooks.delivery.endpoint_view import EndpointView
 from webhooks.ingest.auth_keys import PLATFORM, create_api_key
 from webhooks.storage.db import database, write
@@ -57,7 +58,7 @@ def api_key_secret(api_key: str) -> str:
 def stored_rows() -> str:
     """Every stored row as JSON text, less the columns whose job is to hold keys (and the key hashes)."""
     rows: list[dict[str, Any]] = []
-    for model in (*ALL_MODELS, *CONSOLE_MODELS, *PAGE_MODELS):
+    for model in (*ALL_MODELS, *CONSOLE_MODELS, *PAGE_MODELS, *PORTAL_MODELS):
         if model is ApiKey:
             continue
         for row in model.select():

@@ -1,6 +1,6 @@
 """Tenants, the platform's customers: create, change, soft delete, and purge once deleted.
 
-A service like ``actions``: shared by ``flask tenant create``, ``/v1/tenants`` and the clock. Names (whatever their case) and
+Shared by ``flask tenant create``, ``/v1/tenants`` and the clock. Names (whatever their case) and
 uids are unique among live tenants. Deleting a tenant is a soft delete that is safe while
 its deliveries are in flight (see ``delete_tenant``); the clock purges its rows after
 ``PURGE_AFTER``.
@@ -14,7 +14,9 @@ from typing import Any
 import peewee
 
 from webhooks import actions
+from webhooks.errors import InvalidInput
 from webhooks.ingest import auth_keys
+from webhooks.portal import access
 from webhooks.storage.db import write
 from webhooks.storage.ids import new_id
 from webhooks.storage.models import Delivery, Endpoint, Event, Tenant
@@ -29,7 +31,7 @@ PURGE_AFTER = timedelta(hours=1)
 PURGE_BATCH = 500
 
 
-class TenantTaken(ValueError):
+class TenantTaken(InvalidInput):
     """Another live tenant already has this name or uid: ``field`` says which, ``existing`` who."""
 
     def __init__(self, field: str, value: str, existing: Tenant | None) -> None:
@@ -81,6 +83,7 @@ def delete_tenant(tenant: Tenant, now: datetime | None = None) -> None:
     """Soft-delete ``tenant``, in one transaction:
 
     - its name and uid are free at once, and it is gone from every lookup (404);
+    - its portal sessions end and its unopened portal links are void;
     - its API keys are revoked (this process refuses them now, others within the key cache's
       lifetime) and it takes no new event whatever key is presented (the seq bump finds no tenant);
     - its endpoints are deleted and its unfinished deliveries cancelled: an attempt already in
@@ -92,6 +95,7 @@ def delete_tenant(tenant: Tenant, now: datetime | None = None) -> None:
         Tenant.update(deleted_at=now).where(Tenant.id == tenant.id).execute()
         auth_keys.revoke_api_keys(tenant)
         actions.delete_endpoints(Endpoint.tenant == tenant.id, Delivery.tenant == tenant.id, now)
+        access.end_sessions(tenant)
 
 
 def purge_deleted(now: datetime | None = None, batch: int = PURGE_BATCH) -> int:

@@ -116,3 +116,16 @@ def test_the_catalog_as_one_json_schema_document(client: FlaskClient, writer: di
 def test_the_catalog_needs_a_key(client: FlaskClient) -> None:
     assert client.get("/v1/event-types").status_code == 401
     assert client.post("/v1/event-types", json=order_type()).status_code == 401
+
+
+def test_any_key_reads_the_catalog_and_only_a_platform_key_writes_it(
+        client: FlaskClient, writer: dict[str, str], headers: dict[str, str]) -> None:
+    create(client, writer)
+    for key in (headers, writer):
+        assert client.get("/v1/event-types/order.paid", headers=key).status_code == 200
+        assert client.get("/v1/event-types.schema.json", headers=key).status_code == 200
+    refused = client.post("/v1/event-types", json=order_type("other"), headers=headers)
+    assert refused.status_code == 403 and "platform API key" in refused.json["message"]
+    assert client.patch("/v1/event-types/order.paid", json={"description": "x"}, headers=headers).status_code == 403
+    assert client.delete("/v1/event-types/order.paid", headers=headers).status_code == 403
+    assert client.get("/v1/event-types/order.paid", headers=headers).json["description"] == "An order was paid."

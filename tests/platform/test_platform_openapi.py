@@ -42,7 +42,8 @@ def test_every_platform_route_takes_the_platform_key_and_documents_its_403(spec:
 
 
 def test_every_tenant_route_is_documented_a_second_time_under_the_tenants_prefix(spec: dict[str, Any]) -> None:
-    plain = {(p, m) for p, m, _ in operations(spec)  # the catalog is the platform's, not a tenant's
+    # The event-type catalog is the platform's, one for every tenant: not a tenant route.
+    plain = {(p, m) for p, m, _ in operations(spec)
              if p.startswith("/v1/") and not p.startswith(("/v1/tenants", "/v1/event-types"))}
 
     for path, method in plain:
@@ -56,7 +57,8 @@ def test_every_tenant_route_is_documented_a_second_time_under_the_tenants_prefix
 def test_the_catalog_is_read_with_either_key_and_written_with_the_platform_key(spec: dict[str, Any]) -> None:
     catalog = [(p, m, op) for p, m, op in operations(spec) if p.startswith("/v1/event-types")]
 
-    assert catalog
+    assert {m for _, m, _ in catalog} == {"get", "post", "patch", "delete"}
     for path, method, op in catalog:
         expected = [{"bearerAuth": []}, {"platformAuth": []}] if method == "get" else [{"platformAuth": []}]
         assert op["security"] == expected, (method, path)
+        assert {"401", "403"} <= set(op["responses"]), (method, path)

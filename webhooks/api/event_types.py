@@ -1,15 +1,15 @@
 """/v1/event-types: the event-type catalog (``webhooks.catalog``), its JSON Schemas and examples.
 
-Read with a tenant key or a platform key; written (POST, PATCH, DELETE) with a platform key
-(``require_catalog_writer``). ``GET /v1/event-types.schema.json`` is the whole catalog as one JSON Schema document,
-for code generators.
+Read with a tenant key or a platform key, written (POST, PATCH, DELETE) with a platform key: the
+catalog is the platform's, one for every tenant (``require_catalog_key``). ``GET
+/v1/event-types.schema.json`` is the whole catalog as one JSON Schema document, for code generators.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import jsonify, url_for
+from flask import jsonify, request, url_for
 from flask.views import MethodView
 from flask_smorest import abort
 from marshmallow import Schema, fields, validate
@@ -22,9 +22,20 @@ from webhooks.catalog.documents import catalog_document
 from webhooks.catalog.spec import NAME_RULE, EventTypeCreateSchema, EventTypeUpdateSchema
 from webhooks.event_types import EVENT_TYPE_PATTERN
 
+#: Methods that only read.
+READING = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def require_catalog_key() -> None:
+    """``before_request``: any key reads the catalog; only a platform key writes it (a tenant key: 403)."""
+    require_any_key()
+    if request.method not in READING:
+        require_platform_key("writing the event-type catalog")
+
+
 blp = Blueprint("event_types", __name__, url_prefix="/v1/event-types",
                 description="The event-type catalog: names, descriptions, JSON Schemas of the payload, examples")
-blp.before_request(require_any_key)
+blp.before_request(require_catalog_key)
 
 #: The body of PATCH: every field optional.
 EVENT_TYPE_UPDATE = EventTypeUpdateSchema(partial=True)
@@ -72,11 +83,6 @@ class CatalogDocumentSchema(Schema):
     one_of = fields.List(fields.Dict(), data_key="oneOf")
 
 
-def require_catalog_writer() -> None:
-    """Who may write the catalog (checked before a write): the platform, not a tenant."""
-    require_platform_key("writing the event-type catalog")
-
-
 def _entry_or_404(name: str) -> store.Entry:
     entry = store.get(name)
     if entry is None:
@@ -86,7 +92,6 @@ def _entry_or_404(name: str) -> store.Entry:
 
 def _writing(action: Any, *args: Any) -> store.Entry:
     """``action(*args)`` with the catalog's refusals as HTTP answers."""
-    require_catalog_writer()
     try:
         return action(*args)
     except store.CatalogProblem as problem:
@@ -143,7 +148,7 @@ class EventTypeItem(MethodView):
 
 schema_blp = Blueprint("event_types_document", __name__, url_prefix="/v1",
                        description="The event-type catalog as one JSON Schema document")
-schema_blp.before_request(require_any_key)
+schema_blp.before_request(require_catalog_key)
 
 
 @schema_blp.route("/event-types.schema.json")

@@ -25,7 +25,6 @@ from webhooks.api.tenant_schemas import (
     TenantPageSchema, TenantSchema, TenantUpdateSchema,
 )
 from webhooks.portal import access
-from webhooks.storage.db import write
 from webhooks.storage.models import Tenant
 
 blp = Blueprint("tenants", __name__, url_prefix="/v1/tenants",
@@ -90,10 +89,7 @@ class TenantItem(MethodView):
         events, its endpoints are deleted and its unfinished deliveries cancelled (an attempt already under way
         ends and is recorded); its portal sessions end; its name and uid are free again. Its data is purged an hour
         later."""
-        tenant = tenant_for_platform(g.tenant_ref)
-        with write():  # one transaction: the portal's sessions end with the rest
-            tenants.delete_tenant(tenant)
-            access.end_sessions(tenant)
+        tenants.delete_tenant(tenant_for_platform(g.tenant_ref))
 
 
 @blp.route("/<tenant_ref>/portal-access", parameters=[TENANT_REF_PARAMETER])

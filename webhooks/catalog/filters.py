@@ -30,6 +30,7 @@ import json
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 
+from webhooks.errors import InvalidInput
 from webhooks.catalog.filter_code import function_of
 from webhooks.catalog.filter_nodes import (
     LOGICAL, MISSING, OPERATORS, AllOf, AnyOf, Equal, Field, Node, Not, Operator, is_number, shown,
@@ -41,7 +42,7 @@ EVENT_FIELDS = ("id", "type", "time", "data")
 #: Conditions (fields, operators, plain values) one filter may hold at most.
 MAX_CONDITIONS = 256
 
-class FilterError(ValueError):
+class FilterError(InvalidInput):
     """A filter that cannot be used: ``path`` is where (``data.amount.$gte``), the message says why."""
 
     def __init__(self, path: str, message: str) -> None:
@@ -109,11 +110,13 @@ class _Compiler:
 class Filter:
     """A compiled filter: ``matches(event)`` at fan-out, ``explain(event)`` for a person."""
 
-    __slots__ = ("root", "spec", "matches")
+    __slots__ = ("root", "spec", "matches", "equality")
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.root = _Compiler().conditions(spec, "", top=True)
+        #: What ``FilterIndex`` files it under (found once, not for every batch that routes with it).
+        self.equality = necessary_equality(self.root)
         #: Does ``event`` match? The tree as one Python function (``filter_code``), or the tree itself.
         self.matches: Callable[[Mapping[str, Any]], bool] = function_of(self.root) or self.root.matches
 
@@ -188,7 +191,7 @@ class FilterIndex:
         self._paths: dict[tuple[str, ...], dict[tuple[str, Any], set[str]]] = {}
         self._always: set[str] = set()
         for key, compiled_filter in filters:
-            found = necessary_equality(compiled_filter.root)
+            found = compiled_filter.equality
             if found is None:
                 self._always.add(key)
             else:
