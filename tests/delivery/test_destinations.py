@@ -17,6 +17,7 @@ from webhooks.delivery.netguard import BlockedAddress, TargetPolicy
 from webhooks.delivery.outgoing import build_request
 from webhooks.delivery.window import Signal, signal_of
 from webhooks import metrics
+from webhooks.delivery.destinations import kept
 
 SECRET = "whsec_" + "A" * 32
 
@@ -85,3 +86,21 @@ def test_an_http_url_is_the_http_kind_and_its_host_is_checked_by_the_ssrf_rules(
     assert split_target("https://example.com/x") == ("https", "example.com", 443)
     with pytest.raises(BlockedAddress, match="loopback"):
         check_target("http://127.0.0.1:9/hook", TargetPolicy())
+
+
+def test_kept_connections_are_reused_and_handed_back_once_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(kept.time, "monotonic", lambda: now[0])
+    pool: kept.Kept[object] = kept.Kept()
+    with pool.use("redis://a", object) as first:
+        pass
+    with pool.use("redis://a", object) as again, pool.use("redis://b", object) as busy:
+        now[0] += kept.IDLE_SECONDS + kept.SWEEP_SECONDS + 1
+        idle_while_b_busy = pool.idle()
+
+    assert again is first
+    assert idle_while_b_busy == []  # both are in use
+    now[0] += kept.IDLE_SECONDS + kept.SWEEP_SECONDS + 1
+    assert sorted(map(id, pool.idle())) == sorted([id(first), id(busy)])
+    with pool.use("redis://a", object) as fresh:
+        assert fresh is not first

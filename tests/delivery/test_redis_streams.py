@@ -7,9 +7,6 @@ deletes it. Loopback is reached as the HTTP tests reach their receivers: with
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,15 +17,14 @@ from standardwebhooks import Webhook
 
 from tests.api_helpers import create_endpoint, send
 from tests.conftest import wait_until
+from tests.delivery.destination_helpers import SECRET, deliver, free_port, parcel
 from tests.tcp_proxy import TcpProxy
-from webhooks.delivery.destinations import Parcel, check_target
+from webhooks.delivery.destinations import check_target
 from webhooks.delivery.destinations.redis_streams import RedisStreams, RedisTarget
 from webhooks.delivery.netguard import BlockedAddress, TargetPolicy
-from webhooks.delivery.outgoing import build_request
 from webhooks.storage.models import Attempt, Delivery
 
 REDIS_PORT = 6379
-SECRET = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY"
 
 
 @pytest.fixture
@@ -48,28 +44,6 @@ def verified(entry: dict[bytes, bytes], secret: str) -> Any:
     headers = {"webhook-id": entry[b"id"].decode(), "webhook-timestamp": entry[b"timestamp"].decode(),
                "webhook-signature": entry[b"signature"].decode()}
     return Webhook(secret).verify(entry[b"body"], headers)
-
-
-def parcel(event_id: str = "evt_1") -> Parcel:
-    request = build_request(event_id, "order.paid", "2026-11-26T00:00:00Z", {"n": 1}, [SECRET], int(time.time()))
-    return Parcel(event_id, "order.paid", request)
-
-
-def deliver(url: str, *parcels: Parcel, policy: TargetPolicy = TargetPolicy(allow_private=True)) -> list[Any]:
-    async def run() -> list[Any]:
-        destination = RedisStreams(timeout=3, policy=policy)
-        try:
-            return [await destination.deliver(url, one) for one in parcels]
-        finally:
-            await destination.close()
-
-    return asyncio.run(run())
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # -- the URL ---------------------------------------------------------------------------------------
@@ -116,7 +90,7 @@ def test_the_ssrf_rules_apply_to_a_redis_host_at_registration_and_at_delivery(st
 
     with pytest.raises(BlockedAddress, match="loopback"):
         check_target(url, TargetPolicy())
-    (result,) = deliver(url, parcel(), policy=TargetPolicy())
+    (result,) = deliver(RedisStreams, url, parcel(), policy=TargetPolicy())
 
     assert result.error_class == "blocked_address" and "loopback" in result.error
     assert entries(stream) == []
@@ -126,7 +100,7 @@ def test_the_ssrf_rules_apply_to_a_redis_host_at_registration_and_at_delivery(st
 
 
 def test_each_delivery_is_one_entry_that_verifies_and_its_id_is_the_response(stream: str) -> None:
-    first, second = deliver(f"redis://127.0.0.1:{REDIS_PORT}/0?stream={stream}", parcel("evt_1"), parcel("evt_2"))
+    first, second = deliver(RedisStreams, f"redis://127.0.0.1:{REDIS_PORT}/0?stream={stream}", parcel("evt_1"), parcel("evt_2"))
 
     (one, one_fields), (two, _) = entries(stream)
     assert first.error_class is None and first.status_code is None and first.body == one
@@ -138,20 +112,20 @@ def test_each_delivery_is_one_entry_that_verifies_and_its_id_is_the_response(str
 def test_maxlen_trims_the_stream(stream: str) -> None:
     url = f"redis://127.0.0.1:{REDIS_PORT}/0?stream={stream}&maxlen=1"
     redis.Redis(port=REDIS_PORT).xadd(stream, {"old": "entry"})  # MAXLEN ~ trims whole nodes: make it exact here
-    results = deliver(url, *[parcel(f"evt_{n}") for n in range(3)])
+    results = deliver(RedisStreams, url, *[parcel(f"evt_{n}") for n in range(3)])
 
     assert all(result.error_class is None for result in results)
     assert len(entries(stream)) <= 4  # approximate trimming keeps at most one node's worth
 
 
 def test_a_redis_that_does_not_answer_is_a_connection_failure(stream: str) -> None:
-    (result,) = deliver(f"redis://127.0.0.1:{free_port()}/0?stream={stream}", parcel())
+    (result,) = deliver(RedisStreams, f"redis://127.0.0.1:{free_port()}/0?stream={stream}", parcel())
 
     assert result.error_class == "connection" and "Connection refused" in result.error
 
 
 def test_a_wrong_password_is_an_auth_failure_that_does_not_show_the_password(stream: str) -> None:
-    (result,) = deliver(f"redis://nobody:wrong-password@127.0.0.1:{REDIS_PORT}/0?stream={stream}", parcel())
+    (result,) = deliver(RedisStreams, f"redis://nobody:wrong-password@127.0.0.1:{REDIS_PORT}/0?stream={stream}", parcel())
 
     assert result.error_class == "auth" and "wrong-password" not in result.error
 

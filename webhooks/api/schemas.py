@@ -30,10 +30,12 @@ class EndpointCreateSchema(Schema):
         validate=[
             validate.Length(1, MAX_URL_LENGTH),
             parses_as_url,  # the specific reason first (a 422 shows each field's first)
-            validate.Regexp(URL_PATTERN, error="must be an http(s):// or redis(s):// URL with a host name or IP address"),
+            validate.Regexp(URL_PATTERN, error="must be an http(s)://, amqp(s):// or redis(s):// URL with a host name or IP address"),
         ],
         metadata={"description": "Where events go, by scheme. `http://` or `https://`: POSTed there (a host name or "
-                                 "IP address, an optional port and path). `redis://[user:password@]host:port/db?stream="
+                                 "IP address, an optional port and path). `amqp://user:password@host:port/vhost?exchange=X&"
+                                 "routing_key=K` or `amqps://` (TLS): published to a RabbitMQ exchange, confirmed. "
+                                 "`redis://[user:password@]host:port/db?stream="
                                  "NAME[&maxlen=N]` or `rediss://` (TLS): added to a Redis stream. Printable ASCII; "
                                  "percent-encode the rest. A password in the URL is never shown again."},
     )

@@ -3,8 +3,9 @@
 ``base`` is the interface (``Destination``, ``Parcel``, ``Kind``); ``kinds`` lists the kinds
 by scheme and checks a URL where it is registered (its pattern, its host through the SSRF
 guard); ``router.Destinations`` is what the engine calls. One module per kind: ``http``
-(``http://``, ``https://``, through ``sender``), ``redis_streams`` (``redis://``, ``rediss://``:
-XADD to a stream).
+(``http://``, ``https://``, through ``sender``), ``rabbitmq`` (``amqp://``, ``amqps://``: a
+confirmed publish to an exchange), ``redis_streams`` (``redis://``, ``rediss://``: XADD to a
+stream); ``kept`` holds their connections per destination and closes idle ones.
 """
 
 from webhooks.delivery.destinations.base import Destination, Kind, Parcel

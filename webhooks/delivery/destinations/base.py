@@ -19,7 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from webhooks.delivery.http_result import HttpResult
+from yarl import URL
+
+from webhooks.delivery.http_result import MAX_ERROR_CHARS, HttpResult, without_nul
 from webhooks.delivery.outgoing import OutgoingRequest
 
 
@@ -59,6 +61,29 @@ class Destination(Protocol):
     async def close(self) -> None:
         """Close every connection kept; the destination cannot be used afterwards."""
         ...
+
+
+def query_of(url: URL, parameters: tuple[str, ...], kind: str) -> dict[str, str]:
+    """The query of a destination URL of ``kind``: only ``parameters``, each at most once; else ValueError."""
+    unknown = sorted(set(url.query) - set(parameters))
+    if unknown:
+        known = " and ".join(f"{name}=" for name in parameters)
+        raise ValueError(f"unknown parameter {unknown[0]!r} in {kind} URL: use {known}")
+    for name in parameters:
+        if len(url.query.getall(name, [])) > 1:
+            raise ValueError(f"{name}= is given more than once")
+    return dict(url.query)
+
+
+def scheme_of(url: str) -> str:
+    """The URL's scheme, lower-case ("" when it names none)."""
+    scheme, colon, _ = url.partition(":")
+    return scheme.lower() if colon and scheme.isascii() and scheme.isalnum() else ""
+
+
+def one_line(message: str) -> str:
+    """An error message as results keep it: one line, no NUL, at most ``MAX_ERROR_CHARS``."""
+    return " ".join(without_nul(message).split())[:MAX_ERROR_CHARS]
 
 
 def failure(error_class: str, error: str, duration_ms: float = 0.0) -> HttpResult:

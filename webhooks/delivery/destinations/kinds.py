@@ -7,22 +7,16 @@ The API and the portal accept a URL only when its scheme names a kind listed her
 
 from __future__ import annotations
 
-from webhooks.delivery.destinations import http, redis_streams
-from webhooks.delivery.destinations.base import Kind
+from webhooks.delivery.destinations import http, rabbitmq, redis_streams
+from webhooks.delivery.destinations.base import Kind, scheme_of
 from webhooks.delivery.netguard import Resolver, TargetPolicy, check_host
 
 #: Every kind, in the order the docs name them.
-KINDS: tuple[Kind, ...] = (http.KIND, redis_streams.KIND)
+KINDS: tuple[Kind, ...] = (http.KIND, rabbitmq.KIND, redis_streams.KIND)
 #: The kind of each scheme.
 BY_SCHEME: dict[str, Kind] = {scheme: kind for kind in KINDS for scheme in kind.schemes}
 #: Every URL the API accepts for an endpoint: any kind's pattern.
 URL_PATTERN = "|".join(f"(?:{kind.pattern})" for kind in KINDS)
-
-
-def scheme_of(url: str) -> str:
-    """The URL's scheme, lower-case ("" when it names none)."""
-    scheme, colon, _ = url.partition(":")
-    return scheme.lower() if colon and scheme.isascii() and scheme.isalnum() else ""
 
 
 def _schemes_in_words() -> str:

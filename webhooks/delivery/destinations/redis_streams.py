@@ -8,7 +8,7 @@ response. A reader verifies an entry as it would an HTTP request, with ``id``, `
 and ``signature`` as the three headers.
 
 Connections are pooled per destination URL (redis-py's asyncio client) and closed once the
-destination has been idle for ``IDLE_SECONDS``. Every new connection resolves its host and
+destination has been idle for ``kept.IDLE_SECONDS``. Every new connection resolves its host and
 connects to an address the SSRF policy checked (``guard.GuardedResolver``), as HTTP's do; TLS
 still checks the certificate against the host name. redis-py retries nothing: a failure is the
 ladder's to retry.
@@ -33,18 +33,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from yarl import URL
 
-from webhooks.delivery.destinations.base import Kind, Parcel, failure
+from webhooks.delivery.destinations.base import Kind, Parcel, failure, one_line, query_of
+from webhooks.delivery.destinations.kept import Kept
 from webhooks.delivery.guard import GuardedResolver
-from webhooks.delivery.http_result import MAX_ERROR_CHARS, HttpResult, without_nul
+from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.sender import os_reason
 from webhooks.delivery.netguard import HOST_AND_PORT_PATTERN, BlockedAddress, Resolver, TargetPolicy, UnresolvableHost, split_url
 
 #: Redis's port when the URL names none.
 DEFAULT_PORTS = {"redis": 6379, "rediss": 6379}
-#: A destination's connections are closed after this long without a delivery (s).
-IDLE_SECONDS = 60.0
-#: Idle destinations are looked for at most this often (s).
-SWEEP_SECONDS = 5.0
 #: The longest stream name accepted.
 MAX_STREAM_CHARS = 256
 #: The query parameters a Redis URL may carry.
@@ -79,18 +76,13 @@ class RedisTarget:
         path = parsed.path.strip("/")
         if path and not (path.isascii() and path.isdigit()):
             raise ValueError(f"the path of a Redis URL is the database number, not {parsed.path!r}")
-        unknown = sorted(set(parsed.query) - set(PARAMETERS))
-        if unknown:
-            raise ValueError(f"unknown parameter {unknown[0]!r} in a Redis URL: use stream= and maxlen=")
-        for name in PARAMETERS:
-            if len(parsed.query.getall(name, [])) > 1:
-                raise ValueError(f"{name}= is given more than once")
-        stream = parsed.query.get("stream", "")
+        query = query_of(parsed, PARAMETERS, "a Redis")
+        stream = query.get("stream", "")
         if not stream:
             raise ValueError("a Redis URL names its stream: ?stream=NAME")
         if len(stream) > MAX_STREAM_CHARS or not stream.isprintable():
             raise ValueError(f"the stream name must be 1 to {MAX_STREAM_CHARS} printable characters")
-        maxlen = parsed.query.get("maxlen")
+        maxlen = query.get("maxlen")
         if maxlen is not None and not (maxlen.isascii() and maxlen.isdigit() and int(maxlen) > 0):
             raise ValueError(f"maxlen= must be a positive whole number, not {maxlen!r}")
         return cls(scheme, host, port, int(path or 0), parsed.user or None, parsed.password,
@@ -147,8 +139,6 @@ class _Guarded:
 class _Client:
     redis: Redis
     pool: ConnectionPool
-    last_used: float
-    busy: int = 0
 
 
 class RedisStreams:
@@ -161,62 +151,44 @@ class RedisStreams:
         guard = GuardedResolver(policy, resolver)
         self._plain = type("GuardedConnection", (_Guarded, Connection), {"guard": guard})
         self._tls = type("GuardedSSLConnection", (_Guarded, SSLConnection), {"guard": guard})
-        self._clients: dict[str, _Client] = {}
-        self._swept = time.monotonic()
+        self._clients: Kept[_Client] = Kept()
 
     async def deliver(self, url: str, parcel: Parcel) -> HttpResult:
         started = time.monotonic()
-        await self._close_idle(started)
+        for idle in self._clients.idle():
+            await _shut(idle)
         try:
             target = RedisTarget.parse(url)
         except ValueError as error:
             return failure("protocol", f"invalid URL: {error}")
-        client = self._client(url, target, started)
-        client.busy += 1
         try:
-            async with asyncio.timeout(self._timeout):
-                entry_id = await client.redis.xadd(target.stream, entry_fields(parcel),  # type: ignore[arg-type]
-                                                   maxlen=target.maxlen, approximate=True)
+            with self._clients.use(url, lambda: self._client(target)) as client:
+                async with asyncio.timeout(self._timeout):
+                    entry_id = await client.redis.xadd(target.stream, entry_fields(parcel),  # type: ignore[arg-type]
+                                                       maxlen=target.maxlen, approximate=True)
         except Exception as exc:
             error = _describe(exc, target, self._timeout)
             if error is None:
                 raise
-            message = " ".join(without_nul(error[1]).split())[:MAX_ERROR_CHARS]
-            return failure(error[0], message, (time.monotonic() - started) * 1000.0)
-        finally:
-            client.busy -= 1
-            client.last_used = time.monotonic()
+            return failure(error[0], one_line(error[1]), (time.monotonic() - started) * 1000.0)
         return HttpResult(status_code=None, headers={}, body=bytes(entry_id), duration_ms=(time.monotonic() - started) * 1000.0,
                           error_class=None, error=None)
 
     async def close(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
+        for client in self._clients.all():
             await _shut(client)
 
-    def _client(self, url: str, target: RedisTarget, now: float) -> _Client:
-        client = self._clients.get(url)
-        if client is None:
-            tls: dict[str, Any] = (
-                {"ssl_ca_certs": certifi.where(), "ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_check_hostname": True}
-                if target.tls else {}
-            )
-            pool = ConnectionPool(
-                connection_class=self._tls if target.tls else self._plain,
-                host=target.host, port=target.port, db=target.db, username=target.username, password=target.password,
-                retry=Retry(NoBackoff(), 0), health_check_interval=0, client_name="webhooks", **tls,
-            )
-            client = self._clients[url] = _Client(Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0)), pool, now)
-        return client
-
-    async def _close_idle(self, now: float) -> None:
-        """Close the pools of destinations idle for ``IDLE_SECONDS`` (looked for every ``SWEEP_SECONDS``)."""
-        if now - self._swept < SWEEP_SECONDS:
-            return
-        self._swept = now
-        idle = [url for url, client in self._clients.items() if not client.busy and now - client.last_used > IDLE_SECONDS]
-        for url in idle:
-            await _shut(self._clients.pop(url))
+    def _client(self, target: RedisTarget) -> _Client:
+        tls: dict[str, Any] = (
+            {"ssl_ca_certs": certifi.where(), "ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_check_hostname": True}
+            if target.tls else {}
+        )
+        pool = ConnectionPool(
+            connection_class=self._tls if target.tls else self._plain,
+            host=target.host, port=target.port, db=target.db, username=target.username, password=target.password,
+            retry=Retry(NoBackoff(), 0), health_check_interval=0, client_name="webhooks", **tls,
+        )
+        return _Client(Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0)), pool)
 
 
 async def _shut(client: _Client) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from webhooks.delivery.destinations.base import Destination, Parcel, failure
+from webhooks.delivery.destinations.base import Destination, Parcel, failure, scheme_of
 from webhooks.delivery.destinations.http import HttpDestination
+from webhooks.delivery.destinations.rabbitmq import RabbitMQ
 from webhooks.delivery.destinations.redis_streams import RedisStreams
-from webhooks.delivery.destinations.kinds import scheme_of
 from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.netguard import Resolver, TargetPolicy
 
@@ -23,6 +23,7 @@ class Destinations:
     def open(cls, *, timeout: float, policy: TargetPolicy, resolver: Resolver | None = None) -> Destinations:
         """Every kind there is, each with one deadline of ``timeout`` seconds per delivery and the SSRF ``policy``."""
         return cls([HttpDestination(timeout=timeout, policy=policy, resolver=resolver),
+                    RabbitMQ(timeout=timeout, policy=policy, resolver=resolver),
                     RedisStreams(timeout=timeout, policy=policy, resolver=resolver)])
 
     async def deliver(self, url: str, parcel: Parcel) -> HttpResult:
