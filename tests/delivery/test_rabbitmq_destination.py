@@ -17,13 +17,14 @@ from urllib.parse import quote
 
 import pika
 import pytest
+from hypothesis import given, strategies as st
 from standardwebhooks import Webhook
 
 from tests.api_helpers import create_endpoint, send
 from tests.conftest import wait_until
 from tests.delivery.destination_helpers import SECRET, deliver, free_port, parcel
 from tests.tcp_proxy import TcpProxy
-from webhooks.delivery.destinations.rabbitmq import AmqpTarget, RabbitMQ
+from webhooks.delivery.destinations.rabbitmq import PATTERN, AmqpTarget, RabbitMQ
 from webhooks.delivery.netguard import TargetPolicy
 from webhooks.storage.models import Attempt, Delivery
 
@@ -175,3 +176,8 @@ def test_the_services_own_broker_vhost_is_refused_as_a_destination(client: Any, 
     assert own.json["errors"]["json"]["url"] == [
         "localhost:5672, vhost '/' is this service's own broker: use a broker or vhost of your own"]
     assert other_vhost.status_code == 201 and other_vhost.json["url"] == "amqp://u:***@127.0.0.1:5672/theirs?exchange=x"
+
+
+@given(st.from_regex(PATTERN))
+def test_every_url_the_documented_pattern_allows_is_read(url: str) -> None:
+    AmqpTarget.parse(url)

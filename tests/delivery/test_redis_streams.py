@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, strategies as st
 import redis
 from standardwebhooks import Webhook
 
@@ -20,7 +21,7 @@ from tests.conftest import wait_until
 from tests.delivery.destination_helpers import SECRET, deliver, free_port, parcel
 from tests.tcp_proxy import TcpProxy
 from webhooks.delivery.destinations import check_target
-from webhooks.delivery.destinations.redis_streams import RedisStreams, RedisTarget
+from webhooks.delivery.destinations.redis_streams import PATTERN, RedisStreams, RedisTarget
 from webhooks.delivery.netguard import BlockedAddress, TargetPolicy
 from webhooks.storage.models import Attempt, Delivery
 
@@ -167,3 +168,8 @@ def test_a_redis_that_is_down_fails_up_the_ladder_and_gets_the_event_when_it_is_
     assert [a.outcome for a in attempts] == ["retrying"] * (len(attempts) - 1) + ["delivered"]
     ((entry_id, fields),) = entries(stream)
     assert fields[b"id"].decode() == event["id"] and attempts[-1].response_body == entry_id.decode()
+
+
+@given(st.from_regex(PATTERN))
+def test_every_url_the_documented_pattern_allows_is_read(url: str) -> None:
+    RedisTarget.parse(url)

@@ -63,6 +63,13 @@ class Destination(Protocol):
         ...
 
 
+#: Userinfo characters every kind's pattern allows (RFC 3986's unreserved and most sub-delims, or
+#: percent-encoded): a password with ``@ : / ? # & +`` or other characters is percent-encoded.
+USERINFO_CHARS = r"(?:[A-Za-z0-9._~!$'()*,;=-]|%[0-9A-Fa-f]{2})"
+#: A stream, exchange or routing-key name as the patterns allow it (percent-encode nothing).
+NAME_CHARS = r"[A-Za-z0-9._:-]"
+
+
 def query_of(url: URL, parameters: tuple[str, ...], kind: str) -> dict[str, str]:
     """The query of a destination URL of ``kind``: only ``parameters``, each at most once; else ValueError."""
     unknown = sorted(set(url.query) - set(parameters))

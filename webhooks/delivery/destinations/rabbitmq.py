@@ -33,7 +33,9 @@ import pika.spec
 from pika.adapters.asyncio_connection import AsyncioConnection
 from yarl import URL
 
-from webhooks.delivery.destinations.base import Kind, Parcel, failure, one_line, query_of, scheme_of
+from webhooks.delivery.destinations.base import (
+    NAME_CHARS, USERINFO_CHARS, Kind, Parcel, failure, one_line, query_of, scheme_of,
+)
 from webhooks.delivery.destinations.kept import Kept
 from webhooks.delivery.guard import GuardedResolver
 from webhooks.delivery.http_result import HttpResult
@@ -50,10 +52,13 @@ CONFIRMED = b"confirmed by the broker"
 #: Heartbeats keep an idle connection's firewall state alive until it is closed (s).
 HEARTBEAT_SECONDS = 30
 
-_USERINFO = r"[\x21\x22\x24-\x2e\x30-\x3e\x41-\x7e]*@"
+#: The AMQP URLs the API accepts, exactly (``AmqpTarget.parse`` reads every one of them:
+#: tests/delivery/test_rabbitmq_destination.py checks it with generated strings): a user and
+#: password, the host and port, an optional vhost (percent-encoded), ``exchange=`` and an
+#: optional ``routing_key=``.
 PATTERN = (
-    rf"^[Aa][Mm][Qq][Pp][Ss]?://(?:{_USERINFO})?{HOST_AND_PORT_PATTERN}"
-    r"(?:[/?][\x21-\x7e]*)?$(?!\n)"
+    rf"^[Aa][Mm][Qq][Pp][Ss]?://{USERINFO_CHARS}+:{USERINFO_CHARS}*@{HOST_AND_PORT_PATTERN}"
+    rf"(?:/{USERINFO_CHARS}*)?\?exchange={NAME_CHARS}{{0,255}}(?:&routing_key={NAME_CHARS}{{0,255}})?$(?!\n)"
 )
 
 #: ``(error_class, message)`` of a publish that failed; None when it was confirmed.
@@ -175,6 +180,8 @@ class _Link:
         if not records:
             self._fail(("dns", f"{target.host} has no address of a usable family"))
             return
+        if self.broken is not None:  # closed while the name was looked up: connect nowhere
+            return
         ssl_options = None
         if target.scheme == "amqps":
             ssl_options = pika.SSLOptions(ssl.create_default_context(cafile=certifi.where()), server_hostname=target.host)
@@ -268,8 +275,9 @@ class _Link:
             else:
                 future.set_result(None)
 
-    async def close(self) -> None:
-        self._fail(("connection", "closed"))
+    async def close(self, reason: tuple[str, str] = ("connection", "the connection was closed")) -> None:
+        """Fail whatever still waits on the link with ``reason`` and close its connection."""
+        self._fail(reason)
         if self.connection is not None and not (self.connection.is_closed or self.connection.is_closing):
             try:
                 self.connection.close()
@@ -301,7 +309,7 @@ class RabbitMQ:
                     failed = await link.publish(parcel)
             except TimeoutError:
                 failed = ("timeout", f"total deadline of {self._timeout:g} s exceeded publishing to {target.where}")
-                await link.close()  # a broker that does not confirm in time is not trusted with the next one
+                await link.close(failed)  # a broker that does not confirm in time is not trusted with the next one
         duration_ms = (time.monotonic() - started) * 1000.0
         if failed is not None:
             if not link.usable:

@@ -33,7 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from yarl import URL
 
-from webhooks.delivery.destinations.base import Kind, Parcel, failure, one_line, query_of
+from webhooks.delivery.destinations.base import NAME_CHARS, USERINFO_CHARS, Kind, Parcel, failure, one_line, query_of
 from webhooks.delivery.destinations.kept import Kept
 from webhooks.delivery.guard import GuardedResolver
 from webhooks.delivery.http_result import HttpResult
@@ -47,11 +47,12 @@ MAX_STREAM_CHARS = 256
 #: The query parameters a Redis URL may carry.
 PARAMETERS = ("stream", "maxlen")
 
-#: Userinfo as the API accepts it: printable ASCII but ``/ ? # @`` (percent-encode those).
-_USERINFO = r"[\x21\x22\x24-\x2e\x30-\x3e\x41-\x7e]*@"
+#: The Redis URLs the API accepts, exactly (``RedisTarget.parse`` reads every one of them:
+#: tests/delivery/test_redis_streams.py checks it with generated strings): an optional user and
+#: password, the host and port, an optional database number, ``stream=`` and an optional ``maxlen=``.
 PATTERN = (
-    rf"^[Rr][Ee][Dd][Ii][Ss][Ss]?://(?:{_USERINFO})?{HOST_AND_PORT_PATTERN}"
-    r"(?:/[0-9]*)?\?[\x21-\x7e]*$(?!\n)"
+    rf"^[Rr][Ee][Dd][Ii][Ss][Ss]?://(?:{USERINFO_CHARS}*(?::{USERINFO_CHARS}*)?@)?{HOST_AND_PORT_PATTERN}"
+    rf"(?:/[0-9]{{0,9}})?\?stream={NAME_CHARS}{{1,{MAX_STREAM_CHARS}}}(?:&maxlen=[1-9][0-9]{{0,17}})?$(?!\n)"
 )
 
 
