@@ -1,4 +1,4 @@
-"""Helpers of the API tests: endpoint and event factories, attempt rows, row counts."""
+"""Helpers of the API and end-to-end tests: endpoint and event factories, attempt rows, row counts."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ DEAD_AMQP_URL = "amqp://guest:guest@127.0.0.1:1/%2F"
 _attempt_clock = itertools.count(int(time.time() * 1000))
 
 
-def create_endpoint(client: FlaskClient, headers: dict[str, str], **fields: Any) -> dict[str, Any]:
+def create_endpoint(client: FlaskClient, headers: dict[str, str], url: str = HOOK_URL, **fields: Any) -> dict[str, Any]:
     """Register an endpoint (``url`` defaults to ``HOOK_URL``) and return the 201 body."""
-    response = client.post("/v1/endpoints", json={"url": HOOK_URL, **fields}, headers=headers)
+    response = client.post("/v1/endpoints", json={"url": url, **fields}, headers=headers)
     assert response.status_code == 201, response.json
     return response.json
 
@@ -40,6 +40,14 @@ def post_event(
     """POST an event and return the response (not asserted: callers check bad cases too)."""
     body = {"event_type": event_type, "payload": {"order": 1} if payload is None else payload, **fields}
     return client.post("/v1/events", json=body, headers=headers)
+
+
+def send(client: FlaskClient, headers: dict[str, str], event_type: str = "order.created",
+         payload: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """POST an event that must be accepted (202) and return the event."""
+    response = post_event(client, headers, event_type, payload, **fields)
+    assert response.status_code == 202, response.json
+    return response.json
 
 
 def make_attempt(delivery_id: str, attempt_no: int, **overrides: Any) -> Attempt:

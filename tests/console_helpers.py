@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -45,6 +46,20 @@ def csrf_of(client: FlaskClient) -> str:
     token = client.get_cookie(SITE.cookie_name, path="/console")
     assert token is not None, "the client has no console session"
     return csrf.session_token(client.application.config["SECRET_KEY"], sessions.digest(token.value))
+
+
+def form_csrf(page: str) -> str:
+    """The CSRF token a page puts in its form."""
+    match = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert match, "the page has no CSRF token"
+    return match.group(1)
+
+
+def log_in_with_form(client: FlaskClient, email: str, password: str, next_path: str = "") -> TestResponse:
+    """Log in through the console's login form, as a person does; the form's answer."""
+    token = form_csrf(client.get("/console/login").get_data(as_text=True))
+    return client.post("/console/login", data={"csrf_token": token, "email": email, "password": password,
+                                               "next": next_path})
 
 
 def post_form(client: FlaskClient, path: str, data: dict[str, str] | None = None, **kwargs: Any) -> TestResponse:

@@ -10,7 +10,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "webhooks"
 
 #: Each folder's place on the path; a module may import from its own place or an earlier one.
 ORDER = {
-    "helpers": 0,  # durations, logs, event_types, turns: import nothing of ours
+    "helpers": 0,  # durations, logs, event_types, turns, errors: import nothing of ours
     "observability": 0,  # tracing: every stage makes spans; it imports only the helpers
     "storage": 1,
     "messaging": 2,
@@ -24,11 +24,13 @@ ORDER = {
     "api": 9,
     "console": 9,
     "portal": 9,  # the customer portal: on the page kit, beside the console (whose audit log it writes)
+    "platform": 9,  # tenants: the platform's customers, made by the API and the CLI; a delete ends their portal sessions
     "top": 10,  # the entry points: app, web, worker, clock, cli, listen
 }
-HELPERS = {"durations", "logs", "event_types", "turns", "secrecy"}
+HELPERS = {"durations", "logs", "event_types", "turns", "secrecy", "errors"}
 SHARED = {"config", "metrics"}
 SERVICES = {"actions", "readiness"}
+PLATFORM = {"tenants"}
 
 
 def place(module: str) -> str:
@@ -38,7 +40,7 @@ def place(module: str) -> str:
         return "top"
     if parts[0] in ORDER:
         return parts[0]
-    for name, modules in (("helpers", HELPERS), ("shared", SHARED), ("services", SERVICES)):
+    for name, modules in (("helpers", HELPERS), ("shared", SHARED), ("services", SERVICES), ("platform", PLATFORM)):
         if parts[0] in modules:
             return name
     return "top"
@@ -74,7 +76,7 @@ def test_every_import_points_down_the_path() -> None:
 
 
 def test_every_folder_says_what_its_stage_does_and_what_it_may_import() -> None:
-    for folder in ORDER.keys() - {"helpers", "shared", "services", "top"}:
+    for folder in ORDER.keys() - {"helpers", "shared", "services", "platform", "top"}:
         doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text())) or ""
         assert "May import" in doc, f"webhooks/{folder}/__init__.py does not say what it may import"
 

@@ -10,23 +10,21 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import parse_qs
 
 import httpx
 import pytest
 from click.testing import Result
 from flask import Flask
 from standardwebhooks import Webhook
-from werkzeug.serving import BaseWSGIServer, make_server
 
 from tests.conftest import settings_env, wait_until
+from tests.live_api import LiveApi
 from tests.receivers import (
     HOST,
     Receiver,
@@ -48,48 +46,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: A subprocess that takes longer than this has hung.
 PROCESS_TIMEOUT = 60
-
-
-@dataclass
-class LiveApi:
-    """The app served on a real port; remembers the query of every ``GET /v1/events``."""
-
-    url: str = ""
-    feed_queries: list[dict[str, list[str]]] = field(default_factory=list)
-    #: Called with ``after`` before a feed request is served (tests kill the client from here).
-    on_feed: Callable[[int], None] = lambda after: None
-
-    @property
-    def afters(self) -> list[int]:
-        return [int(query.get("after", ["0"])[0]) for query in self.feed_queries]
-
-
-@pytest.fixture
-def serve_api(app: Flask) -> Iterator[Callable[[int], LiveApi]]:
-    """``serve_api(port=0)``: this test's app on a werkzeug server in a thread."""
-    running: list[tuple[BaseWSGIServer, threading.Thread]] = []
-
-    def serve(port: int = 0) -> LiveApi:
-        live = LiveApi()
-
-        def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
-            if environ["PATH_INFO"] == "/v1/events" and environ["REQUEST_METHOD"] == "GET":
-                query = parse_qs(environ["QUERY_STRING"])
-                live.feed_queries.append(query)
-                live.on_feed(int(query.get("after", ["0"])[0]))
-            return app(environ, start_response)
-
-        server = make_server(HOST, port, wsgi, threaded=True)
-        live.url = f"http://{HOST}:{server.server_port}"
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        thread.start()
-        running.append((server, thread))
-        return live
-
-    yield serve
-    for server, thread in running:
-        server.shutdown()
-        thread.join(timeout=5)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import settings_env, wait_until
 from tests.receivers import Receiver, always
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
 from webhooks.storage.models import Delivery
 
 
@@ -22,7 +22,7 @@ def scrape(client, **environ) -> tuple[int, str]:
 
 def test_metrics_show_deliveries_attempts_queues_and_endpoint_health(client, tenant, auth, settings, start_worker):
     with Receiver(always(200)) as receiver:
-        register(client, auth(tenant), receiver.url)
+        create_endpoint(client, auth(tenant), receiver.url)
         start_worker(settings)
         event = send(client, auth(tenant))
         wait_until(lambda: Delivery.get_or_none(Delivery.event == event["id"], Delivery.status == "delivered"))
@@ -79,7 +79,7 @@ def test_counters_of_a_worker_process_reach_the_web_process_in_multiprocess_mode
     (tmp_path / "metrics").mkdir()  # its own folder: every *.db file in it is read as metrics
     env = {**settings_env(settings), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
     with Receiver(always(200)) as receiver:
-        register(client, auth(tenant), receiver.url)
+        create_endpoint(client, auth(tenant), receiver.url)
         worker = subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=env, stderr=subprocess.DEVNULL)
         try:
             for _ in range(3):

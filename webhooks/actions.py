@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from webhooks.errors import BrokerError, InvalidInput
 from webhooks.config import ProbeInterval, Settings
 from webhooks.delivery import netguard
 from webhooks.delivery.signing import generate_key
@@ -40,7 +41,7 @@ RECOVER_BATCH = 500
 REQUESTER_KINDS = ("api_key", "staff", "cli", "portal")
 
 
-class BrokerUnavailable(Exception):
+class BrokerUnavailable(BrokerError):
     """The message could not be queued; nothing was changed."""
 
 
@@ -236,7 +237,7 @@ def set_endpoint_disabled(endpoint: Endpoint, disabled: bool, reason: str | None
     return Endpoint.get_by_id(endpoint.id)
 
 
-class EndpointLimitReached(ValueError):
+class EndpointLimitReached(InvalidInput):
     """The tenant has ``MAX_ENDPOINTS_PER_TENANT`` live endpoints already."""
 
 

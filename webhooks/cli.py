@@ -15,6 +15,7 @@ from flask import Flask
 from playhouse.migrations import Runner
 
 from webhooks.catalog import cli as catalog_cli
+from webhooks.errors import Refused
 from webhooks.ingest.auth_keys import (
     KeyNotFound, create_api_key, find_tenant, key_info, live_key_counts, live_keys, revoke_key, rotate_key,
     tenant_info,
@@ -39,7 +40,7 @@ def migrate(directory: str = MIGRATIONS_DIR) -> list[str]:
         return Runner(database.obj, directory).up()
 
 
-class TenantNameTaken(click.ClickException):
+class TenantNameTaken(click.ClickException, Refused):
     """Tenant names are unique, whatever their case (migration 0011's index)."""
 
     def __init__(self, name: str, existing: Tenant) -> None:

@@ -22,6 +22,7 @@ import click
 import httpx
 from flask import Flask
 
+from webhooks.errors import Refused, Stopping, WebhooksError
 from webhooks.event_types import EVENT_TYPE_PATTERN, wants
 from webhooks.delivery.outgoing import USER_AGENT, build_request
 from webhooks.api.fields import MAX_PAGE_SIZE
@@ -40,17 +41,17 @@ SHOWN_BODY_CHARS = 120
 FeedEvent = dict[str, Any]
 
 
-class ApiKeyRejected(click.ClickException):
+class ApiKeyRejected(click.ClickException, Refused):
     """The API answered 401: no retry will help."""
 
     exit_code = 2
 
 
-class ApiUnavailable(Exception):
+class ApiUnavailable(WebhooksError):
     """The API could not be reached or answered 429/5xx: worth retrying."""
 
 
-class Stopped(Exception):
+class Stopped(Stopping):
     """Ctrl-C or SIGTERM arrived: stop before the next event."""
 
 

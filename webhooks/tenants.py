@@ -14,6 +14,7 @@ from typing import Any
 import peewee
 
 from webhooks import actions
+from webhooks.errors import InvalidInput
 from webhooks.ingest import auth_keys
 from webhooks.portal import access
 from webhooks.storage.db import write
@@ -30,7 +31,7 @@ PURGE_AFTER = timedelta(hours=1)
 PURGE_BATCH = 500
 
 
-class TenantTaken(ValueError):
+class TenantTaken(InvalidInput):
     """Another live tenant already has this name or uid: ``field`` says which, ``existing`` who."""
 
     def __init__(self, field: str, value: str, existing: Tenant | None) -> None:

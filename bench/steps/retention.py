@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.kit.markdown import Add, heading
+from bench.kit.seed import seed
 from bench.kit.procs import PYTHON, ROOT, Deadline, ScenarioTimeout
 from bench.kit.services import AMQP_URL, amqp_connection, drop_database, fresh_database
 from bench.kit.step import Context, Results, Step
@@ -47,55 +48,11 @@ from webhooks.cli import create_tenant, migrate
 from webhooks.config import Settings
 from webhooks.messaging.brokers import connect
 from webhooks.storage import db
-from webhooks.storage.ids import _encode
 from webhooks.storage.models import Attempt, Delivery, Event
 
 #: How old the seeded events are (past the 30-day default).
 SEED_AGE = timedelta(days=40)
 
-#: Each seeded attempt's response body (the worker keeps at most 20 KB).
-RESPONSE_BODY_BYTES = 1024
-
-
-def seed(database: Any, tenant_id: str, endpoint_id: str, events: int, attempts_per_event: int) -> float:
-    """Old, finished events, deliveries and attempts in three ``INSERT … SELECT`` statements; seconds taken."""
-    started = time.monotonic()
-    then = datetime.now(timezone.utc).replace(tzinfo=None) - SEED_AGE
-    head = _encode(int(then.replace(tzinfo=timezone.utc).timestamp() * 1000), 10)
-    params = {"tenant": tenant_id, "endpoint": endpoint_id, "then": then, "n": events, "k": attempts_per_event,
-              "body": "x" * RESPONSE_BODY_BYTES}
-    ident = "lpad(g::text, 16, '0')"
-    statements = [
-        f"""INSERT INTO event (id, tenant_id, seq, event_type, payload, created_at)
-            SELECT 'evt_{head}' || {ident}, %(tenant)s, g, 'order.created', '{{"order":' || g || '}}',
-                   %(then)s + g * interval '1 millisecond'
-            FROM generate_series(1, %(n)s) g""",
-        f"""INSERT INTO delivery (id, tenant_id, event_id, endpoint_id, status, attempts, manual_attempts,
-                                  enqueued_at, created_at, updated_at, delivered_at, last_status_code)
-            SELECT 'dlv_{head}' || {ident}, %(tenant)s, 'evt_{head}' || {ident}, %(endpoint)s, 'delivered', %(k)s, 0,
-                   t, t, t, t, 200
-            FROM generate_series(1, %(n)s) g, LATERAL (SELECT %(then)s + g * interval '1 millisecond' AS t) at""",
-        f"""INSERT INTO attempt (id, delivery_id, tenant_id, event_id, endpoint_id, attempt_no, trigger, started_at,
-                                 duration_ms, url, request_headers, response_status, response_headers, response_body,
-                                 error_class, error, outcome)
-            SELECT 'att_{head}' || lpad(a::text, 16, '0'), 'dlv_{head}' || {ident}, %(tenant)s,
-                   'evt_{head}' || {ident}, %(endpoint)s, n, 'ladder', %(then)s + g * interval '1 millisecond',
-                   12.5, 'http://127.0.0.1:9/hook', '{{"webhook-id":"evt"}}',
-                   CASE WHEN n = %(k)s THEN 200 ELSE 500 END, '{{"content-type":"text/plain"}}', %(body)s,
-                   CASE WHEN n = %(k)s THEN NULL ELSE 'http_status' END,
-                   CASE WHEN n = %(k)s THEN NULL ELSE 'HTTP 500' END,
-                   CASE WHEN n = %(k)s THEN 'delivered' ELSE 'failed' END
-            FROM generate_series(1, %(n)s * %(k)s) a,
-                 LATERAL (SELECT (a - 1) / %(k)s + 1 AS g, (a - 1) %% %(k)s + 1 AS n) s""",
-        "UPDATE tenant SET event_seq = %(n)s WHERE id = %(tenant)s",
-    ]
-    with database.atomic():
-        for sql in statements:
-            database.execute_sql(sql, params)
-    database.execute_sql("VACUUM ANALYZE event")
-    database.execute_sql("VACUUM ANALYZE delivery")
-    database.execute_sql("VACUUM ANALYZE attempt")
-    return time.monotonic() - started
 
 
 class Ingest:
@@ -188,7 +145,7 @@ def retention(context: Context, deadline: Deadline) -> Results:
         assert response.status_code == 201, response.json
         endpoint_id = response.json["id"]
 
-        seeded_in = seed(database, tenant["id"], endpoint_id, events, args.attempts_per_event)
+        seeded_in = seed(database, tenant["id"], endpoint_id, events, args.attempts_per_event, age=SEED_AGE)
         attempts = Attempt.select().count()
         size = database.execute_sql("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
         print(f"seeded {events:,} events, {events:,} deliveries, {attempts:,} attempts "

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from playwright.sync_api import Browser, Route, expect
 
-from tests.console.test_console_browser import ARTIFACTS, base_url, browser  # noqa: F401 (fixtures)
-from tests.console.test_console_pages_browser import WATCH_CSP
+from tests.browser import ARTIFACTS, WATCH_CSP
 
 
 def test_docs_page_renders_the_operations_with_no_host_but_the_service_reachable_and_no_inline_script(

@@ -306,7 +306,7 @@ def test_openapi_document_lists_every_route_and_the_bearer_scheme(client: FlaskC
     assert spec["components"]["securitySchemes"]["bearerAuth"] == {
         "type": "http",
         "scheme": "bearer",
-        "description": "A tenant API key, `<key_id>.<secret>`.",
+        "description": "A tenant API key, `<key_id>.<secret>`: the plain `/v1/…` routes, for its tenant.",
     }
     assert spec["security"] == [{"bearerAuth": []}]
     assert spec["paths"]["/healthz"]["get"]["security"] == []

@@ -13,8 +13,8 @@ from flask.testing import FlaskClient
 from werkzeug.routing import Rule
 from werkzeug.routing.converters import AnyConverter
 
+from tests.console_helpers import form_csrf
 from tests.api_helpers import create_endpoint, make_attempt, post_event
-from tests.console.test_console_auth import csrf_of
 from webhooks.storage.models import ApiKey, Attempt, Delivery, Endpoint, Event
 
 #: Every /v1 route that names an object: (method, path, JSON body valid apart from the id).
@@ -226,7 +226,7 @@ def test_a_tenant_api_key_opens_no_console_page_and_the_console_shows_it_nothing
     before = snapshot(victim)
     routes = console_requests(app, victim)
     # A real client gets a CSRF token from the login form, so POSTs meet the login check, not just the CSRF one.
-    token = csrf_of(client.get("/console/login").get_data(as_text=True))
+    token = form_csrf(client.get("/console/login").get_data(as_text=True))
 
     answers = {}
     for endpoint, method, url in routes:

@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.console_helpers import PASSWORD, log_in, post_form, staff
+from tests.console_helpers import PASSWORD, log_in, log_in_with_form, post_form, staff
 from webhooks.console.auth import StaffError, create_staff
 from webhooks.console.models import StaffUser
-
-
-def csrf_of(page: str) -> str:
-    match = re.search(r'name="csrf_token" value="([^"]+)"', page)
-    assert match, "the page has no CSRF token"
-    return match.group(1)
-
-
-def login(client: FlaskClient, email: str, password: str, next_path: str = "") -> object:
-    token = csrf_of(client.get("/console/login").get_data(as_text=True))
-    return client.post("/console/login", data={"csrf_token": token, "email": email, "password": password, "next": next_path})
 
 
 def test_console_pages_send_an_anonymous_visitor_to_the_login_form(client: FlaskClient) -> None:
@@ -35,7 +23,7 @@ def test_console_pages_send_an_anonymous_visitor_to_the_login_form(client: Flask
 def test_login_sets_an_httponly_samesite_session_cookie_and_goes_where_asked(client: FlaskClient) -> None:
     user = staff("viewer")
 
-    response = login(client, user.email, PASSWORD, next_path="/console/dead-letters")
+    response = log_in_with_form(client, user.email, PASSWORD, next_path="/console/dead-letters")
 
     assert response.status_code == 303 and response.headers["Location"] == "/console/dead-letters"
     cookie = next(value for value in response.headers.getlist("Set-Cookie") if value.startswith("console_session="))
@@ -48,7 +36,7 @@ def test_login_sets_an_httponly_samesite_session_cookie_and_goes_where_asked(cli
 def test_login_never_redirects_to_another_site(client: FlaskClient) -> None:
     user = staff("viewer")
 
-    response = login(client, user.email, PASSWORD, next_path="//evil.example/console")
+    response = log_in_with_form(client, user.email, PASSWORD, next_path="//evil.example/console")
 
     assert response.headers["Location"] == "/console/"
 
@@ -56,8 +44,8 @@ def test_login_never_redirects_to_another_site(client: FlaskClient) -> None:
 def test_wrong_password_and_unknown_email_get_the_same_generic_answer(client: FlaskClient) -> None:
     user = staff("operator")
 
-    wrong = login(client, user.email, "not the password")
-    unknown = login(client, "nobody@example.com", "not the password")
+    wrong = log_in_with_form(client, user.email, "not the password")
+    unknown = log_in_with_form(client, "nobody@example.com", "not the password")
 
     assert wrong.status_code == unknown.status_code == 401
     for response in (wrong, unknown):

@@ -6,56 +6,20 @@ Screenshots of the overview and the event page are saved under ``artifacts/``.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
-from werkzeug.serving import make_server
+from playwright.sync_api import Page, expect
 
+# For test files of branches written before the fixtures moved (they are plugin fixtures now):
+from tests.browser import ARTIFACTS, base_url, browser  # noqa: F401
+from tests.browser import logged_in_page
 from tests.conftest import wait_until
-from tests.console_helpers import PASSWORD, staff
+from tests.console_helpers import staff
 from tests.receivers import Receiver, always, sequence
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
 from webhooks.storage.models import Delivery, Endpoint
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
-
-
-@pytest.fixture
-def base_url(app) -> Iterator[str]:
-    """The app served by a real threaded HTTP server on 127.0.0.1."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, name="console-server", daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-def logged_in_page(browser: Browser, base_url: str, email: str) -> Page:
-    page = browser.new_context(viewport={"width": 1366, "height": 900}).new_page()
-    page.goto(f"{base_url}/console/")
-    expect(page.get_by_role("heading", name="Support console")).to_be_visible()
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
-    return page
-
 
 def reload_until(page: Page, done: Callable[[], bool], timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
@@ -75,10 +39,10 @@ def test_support_finds_an_event_reads_its_timeline_resends_and_replays_dead_lett
     operator, viewer = staff("operator"), staff("viewer")
     ARTIFACTS.mkdir(exist_ok=True)
     with Receiver(sequence([500, 500, 200])) as flaky, Receiver(always(503)) as down:
-        register(client, auth(tenant), flaky.url + "/hooks/orders", event_types=["order.created"])
+        create_endpoint(client, auth(tenant), flaky.url + "/hooks/orders", event_types=["order.created"])
         # Two endpoints on the failing receiver, so neither reaches OFFLINE_AFTER_FAILURES and parks.
         for kind in ("invoice", "refund"):
-            register(client, auth(tenant), f"{down.url}/hooks/{kind}s", event_types=[f"{kind}.created"])
+            create_endpoint(client, auth(tenant), f"{down.url}/hooks/{kind}s", event_types=[f"{kind}.created"])
         start_worker(settings)
         event = send(client, auth(tenant), "order.created", payload={"order_id": 42, "note": "<b>not bold</b>"})
         dead = [send(client, auth(tenant), f"{kind}.created", payload={"n": 1})["id"] for kind in ("invoice", "refund")]
@@ -141,7 +105,7 @@ def test_the_event_page_lists_who_resent_and_shows_no_next_attempt_once_delivere
     operator = staff("operator")
     settings = make_settings(ladder="30m")  # after the first failure, the next ladder attempt is 30 minutes out
     with Receiver(sequence([500, 200, 200])) as receiver:
-        register(client, auth(tenant), receiver.url + "/hooks/orders")
+        create_endpoint(client, auth(tenant), receiver.url + "/hooks/orders")
         start_worker(settings)
         event = send(client, auth(tenant), payload={"order_id": 42})
         delivery = wait_until(status_of(event["id"], "retrying"), timeout=15)
@@ -177,7 +141,7 @@ def test_the_event_page_lists_who_resent_and_shows_no_next_attempt_once_delivere
 def test_try_now_brings_back_an_offline_endpoint_whose_receiver_is_up_again(
     browser, base_url, client, tenant, auth, make_settings, start_worker
 ) -> None:
-    from tests.health.test_endpoint_health import Switch, statuses, take_offline
+    from tests.health.health_helpers import Switch, statuses, take_offline
 
     operator = staff("operator")
     # Probes an hour apart and no clock running: only "Try now" can bring it back in this test.

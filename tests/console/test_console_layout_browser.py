@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.console_helpers import failed_delivery, staff
-from tests.console.test_console_browser import ARTIFACTS, base_url, browser, logged_in_page  # noqa: F401 (fixtures)
+from tests.browser import ARTIFACTS, logged_in_page
 
 #: Width of a phone held upright (an iPhone 12 to 15).
 PHONE_WIDTH = 390

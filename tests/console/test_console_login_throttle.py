@@ -15,8 +15,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.console.test_console_auth import csrf_of
-from tests.console_helpers import PASSWORD, staff
+from tests.console_helpers import PASSWORD, form_csrf, staff
 from webhooks.config import Settings
 from webhooks.console import auth, login_throttle
 from webhooks.console.models import LoginThrottle
@@ -26,7 +25,7 @@ from webhooks.storage.timeutil import utcnow
 def attempt(client: FlaskClient, email: str, password: str, address: str) -> object:
     """One login from ``address`` (the peer's address, as the WSGI server reports it)."""
     environ = {"REMOTE_ADDR": address}
-    token = csrf_of(client.get("/console/login", environ_base=environ).get_data(as_text=True))
+    token = form_csrf(client.get("/console/login", environ_base=environ).get_data(as_text=True))
     return client.post("/console/login", data={"csrf_token": token, "email": email, "password": password},
                        environ_base=environ)
 
@@ -113,12 +112,12 @@ def test_the_address_is_the_one_a_trusted_proxy_forwarded(client: FlaskClient) -
     """Behind a proxy on the same host every login comes from 127.0.0.1: the throttle must count the
     address the proxy saw, and never one a client wrote into ``X-Forwarded-For`` itself."""
     for number in range(login_throttle.ADDRESS_LIMIT):
-        token = csrf_of(client.get("/console/login").get_data(as_text=True))
+        token = form_csrf(client.get("/console/login").get_data(as_text=True))
         client.post("/console/login", data={"csrf_token": token, "email": f"g{number}@example.com", "password": "x"},
                     headers={"X-Forwarded-For": "10.9.9.9, 203.0.113.7"}, environ_base={"REMOTE_ADDR": "127.0.0.1"})
 
     def from_proxy(forwarded_for: str, peer: str = "127.0.0.1") -> int:
-        token = csrf_of(client.get("/console/login").get_data(as_text=True))
+        token = form_csrf(client.get("/console/login").get_data(as_text=True))
         return client.post("/console/login", data={"csrf_token": token, "email": "new@example.com", "password": "x"},
                            headers={"X-Forwarded-For": forwarded_for}, environ_base={"REMOTE_ADDR": peer}).status_code
 
@@ -158,7 +157,7 @@ def test_the_throttle_holds_across_gunicorn_workers(
         browser = httpx.Client(base_url=url, trust_env=False, timeout=60,  # no keep-alive: no race with
                                limits=httpx.Limits(max_keepalive_connections=0),  # gunicorn's 2 s idle close
                                headers={"X-Forwarded-For": f"198.51.100.{number}"})
-        browser.token = csrf_of(browser.get("/console/login").text)  # type: ignore[attr-defined]
+        browser.token = form_csrf(browser.get("/console/login").text)  # type: ignore[attr-defined]
         browsers.append(browser)
     answers: Counter[int] = Counter()
     retry_after: list[int] = []

@@ -14,7 +14,9 @@ from playwright.sync_api import Browser, Page
 
 from tests.api_helpers import make_attempt
 from tests.console_helpers import failed_delivery, post_form, log_in, staff
-from tests.console.test_console_browser import ARTIFACTS, base_url, browser, logged_in_page  # noqa: F401 (fixtures)
+from tests.browser import ARTIFACTS, logged_in_page
+# For test files of branches written before these moved (import them from tests.browser):
+from tests.browser import UNLABELLED, WATCH_CSP, violations  # noqa: F401
 from tests.catalog.conftest import order_type
 from webhooks.catalog import store
 from webhooks.storage.models import Endpoint, HealthChange
@@ -25,13 +27,6 @@ SHOTS = Path(os.environ.get("CONSOLE_SHOTS") or ARTIFACTS / "console-pages")
 
 #: Width of a phone held upright, and of a laptop.
 WIDTHS = {"phone": 390, "laptop": 1366}
-
-#: Records every CSP violation of the page in ``window.cspViolations`` (run before any page script).
-WATCH_CSP = """
-window.cspViolations = [];
-document.addEventListener("securitypolicyviolation",
-    event => window.cspViolations.push(`${event.violatedDirective} ${event.blockedURI} ${event.sample}`));
-"""
 
 
 def console_with_history(client, headers) -> dict[str, str]:
@@ -71,10 +66,6 @@ def console_with_history(client, headers) -> dict[str, str]:
     }
 
 
-def violations(page: Page) -> list[str]:
-    return page.evaluate("window.cspViolations")
-
-
 def test_every_main_page_fits_a_phone_and_breaks_no_content_security_policy(
     browser: Browser, base_url: str, client, headers  # noqa: F811 (fixtures)
 ) -> None:
@@ -112,17 +103,6 @@ def test_the_login_page_fits_and_breaks_no_content_security_policy(
     page.close()
 
 
-#: Each visible form control without a name a screen reader would read (a label, aria-label or aria-labelledby),
-#: and each button or link without text.
-UNLABELLED = """() => [...document.querySelectorAll("input:not([type=hidden]), select, textarea, button, a[href]")]
-    .filter(element => element.offsetParent !== null)
-    .filter(element => {
-        const name = element.getAttribute("aria-label") || element.getAttribute("aria-labelledby")
-            || (element.labels && [...element.labels].map(label => label.textContent).join("").trim())
-            || (["BUTTON", "A"].includes(element.tagName) && element.textContent.trim());
-        return !name;
-    })
-    .map(element => element.outerHTML.slice(0, 120))"""
 
 
 def test_every_control_on_every_page_has_a_name_a_screen_reader_reads(

@@ -11,8 +11,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.api_helpers import create_endpoint
-from tests.console.test_console_auth import csrf_of, login
-from tests.console_helpers import PASSWORD, staff
+from tests.console_helpers import PASSWORD, form_csrf, log_in_with_form, staff
 from webhooks.console.models import AuditEntry, StaffUser
 from webhooks.pages.models import PageSession
 from webhooks.storage.models import Endpoint
@@ -21,10 +20,10 @@ from webhooks.storage.timeutil import utcnow
 
 def logged_in_browser(client: FlaskClient, email: str) -> tuple[str, str]:
     """Log ``client`` in through the form; the session cookie's value and a console page's CSRF token."""
-    assert login(client, email, PASSWORD).status_code == 303
+    assert log_in_with_form(client, email, PASSWORD).status_code == 303
     cookie = client.get_cookie("console_session", path="/console")
     assert cookie is not None
-    return cookie.value, csrf_of(client.get("/console/").get_data(as_text=True))
+    return cookie.value, form_csrf(client.get("/console/").get_data(as_text=True))
 
 
 def copy_of(app: Flask, cookie: str) -> FlaskClient:
@@ -35,7 +34,7 @@ def copy_of(app: Flask, cookie: str) -> FlaskClient:
 
 
 def log_out(app: Flask, client: FlaskClient, email: str) -> None:
-    token = csrf_of(client.get("/console/").get_data(as_text=True))
+    token = form_csrf(client.get("/console/").get_data(as_text=True))
     assert client.post("/console/logout", data={"csrf_token": token}).status_code == 303
 
 
@@ -100,8 +99,8 @@ def test_a_new_password_can_log_in_and_the_old_one_cannot(app: Flask, client: Fl
                                           input="a brand new password\n")
 
     assert result.exit_code == 0, result.output
-    assert login(client, user.email, PASSWORD).status_code == 401
-    assert login(client, user.email, "a brand new password").status_code == 303
+    assert log_in_with_form(client, user.email, PASSWORD).status_code == 401
+    assert log_in_with_form(client, user.email, "a brand new password").status_code == 303
 
 
 def test_a_disabled_account_cannot_log_in_and_enabling_it_lets_it_back(app: Flask, client: FlaskClient) -> None:
@@ -109,11 +108,11 @@ def test_a_disabled_account_cannot_log_in_and_enabling_it_lets_it_back(app: Flas
     runner = app.test_cli_runner()
 
     assert runner.invoke(args=["staff", "disable", user.email]).exit_code == 0
-    refused = login(client, user.email, PASSWORD)
+    refused = log_in_with_form(client, user.email, PASSWORD)
     assert runner.invoke(args=["staff", "enable", user.email]).exit_code == 0
 
     assert refused.status_code == 401 and StaffUser.get_by_id(user.id).active
-    assert login(client, user.email, PASSWORD).status_code == 303
+    assert log_in_with_form(client, user.email, PASSWORD).status_code == 303
     assert "no staff account nobody@example.com" in runner.invoke(args=["staff", "disable", "nobody@example.com"]).output
 
 

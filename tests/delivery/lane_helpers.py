@@ -15,6 +15,12 @@ def message(tenant: str, endpoint: str, n: int, trigger: str = "ladder") -> Deli
                            "2026-11-23T10:00:00.000Z", {"n": n}, trigger=trigger)
 
 
+def queue(lanes: Lanes, tenant: str, endpoint: str, count: int = 1, start: int = 0) -> None:
+    """``count`` messages of ``tenant`` for ``endpoint`` (numbered from ``start``) into their lane."""
+    for n in range(start, start + count):
+        lanes.add(message(tenant, endpoint, n), receipt=None, now=0.0)
+
+
 class Broker:
     """A stand-in for a broker session: it records the tags acked and requeued."""
 

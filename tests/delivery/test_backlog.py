@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import queue_messages, wait_until
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
 from webhooks.delivery import backlog
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery
@@ -20,7 +20,7 @@ def first_messages(settings: Any, endpoint_id: str) -> list[DeliveryMessage]:
 def test_a_spilled_delivery_comes_back_as_the_message_it_left_as_payload_bytes_included(
     client: Any, tenant: Any, auth: Any, settings: Any
 ) -> None:
-    endpoint = register(client, auth(tenant), "http://127.0.0.1:9/hook")
+    endpoint = create_endpoint(client, auth(tenant), "http://127.0.0.1:9/hook")
     # Keys out of alphabetical order, nesting, non-ASCII: the bytes must be those of the first attempt.
     payloads = [{"z": n, "a": {"é": [1, 2.5, None], "b": "x\"y"}, "m": True} for n in range(3)]
     for payload in payloads:
@@ -38,7 +38,7 @@ def test_a_spilled_delivery_comes_back_as_the_message_it_left_as_payload_bytes_i
 
 
 def test_only_as_many_as_asked_come_back_oldest_first(client: Any, tenant: Any, auth: Any, settings: Any) -> None:
-    endpoint = register(client, auth(tenant), "http://127.0.0.1:9/hook")
+    endpoint = create_endpoint(client, auth(tenant), "http://127.0.0.1:9/hook")
     for n in range(5):
         send(client, auth(tenant), payload={"n": n})
     wait_until(lambda: not Delivery.select().where(Delivery.enqueued_at.is_null()).exists())
@@ -51,7 +51,7 @@ def test_only_as_many_as_asked_come_back_oldest_first(client: Any, tenant: Any, 
 
 def spilled_backlog(client: Any, tenant: Any, auth: Any, settings: Any, count: int) -> str:
     """An endpoint with ``count`` deliveries spilled to the database; its id."""
-    endpoint = register(client, auth(tenant), "http://127.0.0.1:9/hook")
+    endpoint = create_endpoint(client, auth(tenant), "http://127.0.0.1:9/hook")
     for n in range(count):
         send(client, auth(tenant), payload={"n": n})
     wait_until(lambda: not Delivery.select().where(Delivery.enqueued_at.is_null()).exists())

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from tests.conftest import wait_until
 from tests.receivers import Receiver, sequence
-from tests.delivery.test_delivery_e2e import register
-from tests.test_listen import serve_api  # noqa: F401 - the fixture
+from tests.api_helpers import create_endpoint
 from webhooks.storage.models import Delivery
 
 #: The payload as the service received it, keys in this order.
@@ -16,11 +15,11 @@ RAW_EVENT = b'{"event_type": "order.created", "payload": {"order_id": 42, "amoun
 
 
 def test_first_attempt_retry_recover_resend_and_listen_send_byte_identical_bodies_in_the_order_received(
-    app, client, tenant, auth, make_settings, start_worker, serve_api, tmp_path: Path  # noqa: F811
+    app, client, tenant, auth, make_settings, start_worker, serve_api, tmp_path: Path
 ) -> None:
     settings = make_settings(ladder="1s")
     with Receiver(sequence([500, 500, 204, 204, 204])) as receiver:
-        endpoint = register(client, auth(tenant), receiver.url + "/hook")
+        endpoint = create_endpoint(client, auth(tenant), receiver.url + "/hook")
         start_worker(settings)
         accepted = client.post("/v1/events", data=RAW_EVENT, headers={**auth(tenant), "content-type": "application/json"})
         assert accepted.status_code == 202, accepted.get_json()

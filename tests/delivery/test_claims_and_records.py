@@ -9,64 +9,23 @@ import pytest
 
 from webhooks.delivery.claims import ClaimState, claim, claim_many
 from webhooks.storage.db import database
-from webhooks.storage.ids import new_id
-from webhooks.ingest.accept import store_event
-from webhooks.messaging.messages import DeliveryMessage
-from webhooks.storage.models import Alert, Attempt, Delivery, Endpoint, HealthChange, Tenant
-from webhooks.messaging.outbox import message_for
-from webhooks.delivery.signing import generate_secret
+from webhooks.storage.models import Alert, Attempt, Delivery, Endpoint, HealthChange
 from webhooks.delivery.records import Outcome, record, record_many
 from webhooks.storage.sqltext import COPY_FROM_ROWS
 from webhooks.storage.timeutil import utcnow
 
 from tests.api_helpers import HOOK_URL
-
-
-def _messages(tenant: SimpleNamespace, count: int) -> list[DeliveryMessage]:
-    """``count`` events for one endpoint of ``tenant``: the first attempt of each delivery."""
-    Endpoint.create(id=new_id("ep"), tenant=tenant.id, url=HOOK_URL, secret=generate_secret())
-    model = Tenant.get_by_id(tenant.id)
-    accepted = [store_event(model, "order.created", {"n": n}, None) for n in range(count)]
-    return [message_for(a.deliveries[0], a.event) for a in accepted]
-
-
-def _delivered(message: DeliveryMessage) -> Outcome:
-    return _outcome(message, 200)
-
-
-def _failed(message: DeliveryMessage) -> Outcome:
-    """A 500: the delivery goes on retrying."""
-    return _outcome(message, 500)
-
-
-def _unstorable(message: DeliveryMessage) -> Outcome:
-    """A success whose attempt row breaks a constraint (its ``url`` may not be NULL)."""
-    outcome = _delivered(message)
-    return Outcome(**{**outcome.__dict__, "attempt_fields": {**outcome.attempt_fields, "url": None}})
-
-
-def _outcome(message: DeliveryMessage, code: int) -> Outcome:
-    now, delivered = utcnow(), code < 300
-    return Outcome(
-        attempt_id=new_id("att"),
-        status="delivered" if delivered else "retrying",
-        next_attempt_at=None if delivered else now,
-        attempt_fields={
-            "started_at": now, "duration_ms": 3.0, "url": HOOK_URL, "request_headers": {"webhook-id": message.event_id},
-            "response_status": code, "response_headers": None, "response_body": None, "error_class": None,
-            "error": None if delivered else f"HTTP {code}",
-        },
-        last_status_code=code,
-        last_error=None if delivered else f"HTTP {code}",
-    )
-
-
-#: Lease of every claim here (seconds).
-LEASE = 30.0
+from tests.delivery.claim_helpers import (
+    LEASE,
+    delivered_outcome,
+    failed_outcome,
+    messages_of,
+    unstorable_outcome,
+)
 
 
 def test_a_batch_of_plain_ladder_attempts_is_leased_whole(tenant: SimpleNamespace) -> None:
-    messages = _messages(tenant, 5)
+    messages = messages_of(tenant, 5)
 
     claims = claim_many(messages, LEASE)
 
@@ -76,7 +35,7 @@ def test_a_batch_of_plain_ladder_attempts_is_leased_whole(tenant: SimpleNamespac
 
 
 def test_an_attempt_leased_by_an_earlier_batch_is_busy(tenant: SimpleNamespace) -> None:
-    (message,) = _messages(tenant, 1)
+    (message,) = messages_of(tenant, 1)
 
     first = claim_many([message], LEASE)
     second = claim_many([message], LEASE)
@@ -85,7 +44,7 @@ def test_an_attempt_leased_by_an_earlier_batch_is_busy(tenant: SimpleNamespace) 
 
 
 def test_a_rate_limited_endpoint_is_throttled_once_its_bucket_is_empty(tenant: SimpleNamespace) -> None:
-    messages = _messages(tenant, 4)
+    messages = messages_of(tenant, 4)
     Endpoint.update(rate_limit=2).execute()
 
     claims = claim_many(messages, LEASE)
@@ -95,9 +54,9 @@ def test_a_rate_limited_endpoint_is_throttled_once_its_bucket_is_empty(tenant: S
 
 
 def test_a_resend_claims_a_finished_delivery_and_counts_its_earlier_resends(tenant: SimpleNamespace) -> None:
-    (message,) = _messages(tenant, 1)
+    (message,) = messages_of(tenant, 1)
     claim(message, LEASE)
-    assert record(message, _delivered(message), offline_after=5)
+    assert record(message, delivered_outcome(message), offline_after=5)
     Delivery.update(manual_attempts=2).execute()
 
     resend = message.next(attempt=2, trigger="resend")
@@ -108,7 +67,7 @@ def test_a_resend_claims_a_finished_delivery_and_counts_its_earlier_resends(tena
 
 
 def test_a_delivery_twice_in_one_batch_is_claimed_once(tenant: SimpleNamespace) -> None:
-    (message,) = _messages(tenant, 1)
+    (message,) = messages_of(tenant, 1)
 
     claims = claim_many([message, message], LEASE)
 
@@ -116,9 +75,9 @@ def test_a_delivery_twice_in_one_batch_is_claimed_once(tenant: SimpleNamespace) 
 
 
 def test_a_stale_message_in_a_batch_does_not_stop_the_others(tenant: SimpleNamespace) -> None:
-    first, second = _messages(tenant, 2)
+    first, second = messages_of(tenant, 2)
     assert claim(first, LEASE).state is ClaimState.CLAIMED
-    assert record(first, _delivered(first), offline_after=5)
+    assert record(first, delivered_outcome(first), offline_after=5)
 
     claims = claim_many([first, second], LEASE)
 
@@ -128,12 +87,12 @@ def test_a_stale_message_in_a_batch_does_not_stop_the_others(tenant: SimpleNames
 def test_records_in_one_batch_are_each_written_once_and_a_second_record_of_an_attempt_is_refused(
     tenant: SimpleNamespace,
 ) -> None:
-    messages = _messages(tenant, 3)
+    messages = messages_of(tenant, 3)
     claim_many(messages, LEASE)
-    outcomes = [_delivered(message) for message in messages]
+    outcomes = [delivered_outcome(message) for message in messages]
 
     assert record_many(list(zip(messages, outcomes)), offline_after=5) == [True, True, True]
-    again = record_many([(messages[0], _delivered(messages[0])), (messages[1], outcomes[1])], offline_after=5)
+    again = record_many([(messages[0], delivered_outcome(messages[0])), (messages[1], outcomes[1])], offline_after=5)
 
     assert again == [False, True], "another worker's record is refused; our own (commit acknowledgement lost) is kept"
     assert Attempt.select().count() == 3
@@ -146,9 +105,9 @@ def test_records_in_one_batch_are_each_written_once_and_a_second_record_of_an_at
 def test_while_parked_deliveries_are_released_an_old_retry_joins_them_instead_of_jumping_the_queue(
     tenant: SimpleNamespace,
 ) -> None:
-    retry, released = _messages(tenant, 2)
+    retry, released = messages_of(tenant, 2)
     claim(retry, LEASE)
-    failed = _delivered(retry)
+    failed = delivered_outcome(retry)
     failed = Outcome(**{**failed.__dict__, "status": "retrying", "last_status_code": 500, "last_error": "HTTP 500"})
     assert record(retry, failed, offline_after=5)
     Endpoint.update(health="recovering").execute()
@@ -160,10 +119,10 @@ def test_while_parked_deliveries_are_released_an_old_retry_joins_them_instead_of
 
 
 def test_an_item_that_breaks_a_constraint_does_not_sink_the_rest_of_its_batch(tenant: SimpleNamespace) -> None:
-    good, bad = _messages(tenant, 2)
+    good, bad = messages_of(tenant, 2)
     claim_many([good, bad], LEASE)
 
-    recorded = record_many([(good, _delivered(good)), (bad, _unstorable(bad))], offline_after=5)
+    recorded = record_many([(good, delivered_outcome(good)), (bad, unstorable_outcome(bad))], offline_after=5)
 
     assert recorded == [True, False]
     assert Delivery.get_by_id(good.delivery_id).status == "delivered"
@@ -179,11 +138,11 @@ AWKWARD_TEXTS = ["tab\there", "two\nlines\r\n", "back\\slash \\N \\.", "\\N", ""
 
 
 def test_a_large_batch_stores_every_attempt_exactly_as_given_whatever_its_text_holds(tenant: SimpleNamespace) -> None:
-    messages = _messages(tenant, LARGE_BATCH)
+    messages = messages_of(tenant, LARGE_BATCH)
     claim_many(messages, LEASE)
     outcomes = []
     for n, message in enumerate(messages):
-        outcome = _delivered(message)
+        outcome = delivered_outcome(message)
         text = AWKWARD_TEXTS[n % len(AWKWARD_TEXTS)]
         fields = {**outcome.attempt_fields, "response_body": text if n % 3 else None, "duration_ms": n + 0.25,
                   "response_headers": {"x-note": text, "x-n": str(n)}, "url": f"{HOOK_URL}?q={n}"}
@@ -207,10 +166,10 @@ def test_a_large_batch_stores_every_attempt_exactly_as_given_whatever_its_text_h
 
 
 def test_an_item_that_breaks_a_constraint_does_not_sink_the_rest_of_a_large_batch(tenant: SimpleNamespace) -> None:
-    *good, bad = _messages(tenant, LARGE_BATCH)
+    *good, bad = messages_of(tenant, LARGE_BATCH)
     claim_many([*good, bad], LEASE)
 
-    recorded = record_many([*((m, _delivered(m)) for m in good), (bad, _unstorable(bad))], offline_after=5)
+    recorded = record_many([*((m, delivered_outcome(m)) for m in good), (bad, unstorable_outcome(bad))], offline_after=5)
 
     assert recorded == [True] * len(good) + [False]
     assert Delivery.get_by_id(bad.delivery_id).status == "pending", "nothing of the broken item was written"
@@ -221,7 +180,7 @@ def test_a_batch_updates_its_deliveries_in_id_order_whatever_order_its_messages_
     tenant: SimpleNamespace, monkeypatch: Any,
 ) -> None:
     # Two batches locking the same rows in different orders deadlock; the outbox mark walks ids in order.
-    messages = list(reversed(_messages(tenant, 4)))
+    messages = list(reversed(messages_of(tenant, 4)))
     ids_bound: list[list[str]] = []
     real_execute = database.obj.execute_sql
 
@@ -232,7 +191,7 @@ def test_a_batch_updates_its_deliveries_in_id_order_whatever_order_its_messages_
 
     monkeypatch.setattr(database.obj, "execute_sql", watching)
     claim_many(messages, LEASE)
-    record_many([(message, _delivered(message)) for message in messages], offline_after=5)
+    record_many([(message, delivered_outcome(message)) for message in messages], offline_after=5)
 
     assert len(ids_bound) == 2, "one lease and one advance, each a single statement"
     assert all(ids == sorted(ids) and len(ids) == 4 for ids in ids_bound)
@@ -246,12 +205,12 @@ def prepared_here() -> set[str]:
 def test_one_delivery_leases_and_records_run_as_statements_each_connection_prepares_once(
     tenant: SimpleNamespace,
 ) -> None:
-    messages = _messages(tenant, 7)
+    messages = messages_of(tenant, 7)
     database.execute_sql("DEALLOCATE ALL")  # nothing of the set-up's
 
     for message in messages[:2]:  # at low load a batch is one delivery
         assert claim_many([message], LEASE)[0].state is ClaimState.CLAIMED
-        assert record_many([(message, _delivered(message))], offline_after=5) == [True]
+        assert record_many([(message, delivered_outcome(message))], offline_after=5) == [True]
     assert [c.state for c in claim_many(messages[2:], LEASE)] == [ClaimState.CLAIMED] * 5  # planned afresh
 
     assert {"claim_lease_1", "record_advance_1"} <= prepared_here()
@@ -263,13 +222,13 @@ def test_one_delivery_leases_and_records_run_as_statements_each_connection_prepa
 def test_a_prepared_lease_or_record_that_vanished_is_run_again_unprepared_and_prepared_anew(
     tenant: SimpleNamespace,
 ) -> None:
-    first, second = _messages(tenant, 2)
+    first, second = messages_of(tenant, 2)
     claim_many([first], LEASE)
-    record_many([(first, _delivered(first))], offline_after=5)
+    record_many([(first, delivered_outcome(first))], offline_after=5)
     database.execute_sql("DEALLOCATE ALL")  # what DISCARD ALL or a pooler would do
 
     assert claim_many([second], LEASE)[0].state is ClaimState.CLAIMED
-    assert record_many([(second, _delivered(second))], offline_after=5) == [True]
+    assert record_many([(second, delivered_outcome(second))], offline_after=5) == [True]
 
     assert Attempt.select().count() == 2
     assert {d.status for d in Delivery.select()} == {"delivered"}
@@ -296,10 +255,10 @@ def _record_failures(tenant: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, c
                      offline_after: int) -> list[str]:
     """``count`` failed first attempts to one endpoint, claimed and recorded in one batch; the
     endpoint UPDATEs the record ran."""
-    messages = _messages(tenant, count)
+    messages = messages_of(tenant, count)
     claim_many(messages, LEASE)
     updates = _endpoint_updates(monkeypatch)
-    assert record_many([(message, _failed(message)) for message in messages], offline_after) == [True] * count
+    assert record_many([(message, failed_outcome(message)) for message in messages], offline_after) == [True] * count
     return updates
 
 
@@ -317,9 +276,9 @@ def test_a_batch_of_failures_to_one_endpoint_counts_every_one_and_writes_its_row
 def test_an_endpoint_goes_offline_inside_a_batch_at_its_threshold_and_a_success_later_in_it_brings_it_back(
     tenant: SimpleNamespace,
 ) -> None:
-    messages = _messages(tenant, 5)
+    messages = messages_of(tenant, 5)
     claim_many(messages, LEASE)
-    outcomes = [_failed(message) for message in messages[:4]] + [_delivered(messages[4])]
+    outcomes = [failed_outcome(message) for message in messages[:4]] + [delivered_outcome(messages[4])]
 
     record_many(list(zip(messages, outcomes)), offline_after=3)
 
@@ -346,7 +305,7 @@ def test_a_state_change_inside_a_batch_writes_the_counts_set_before_it_in_the_sa
 def test_a_probe_is_only_for_an_offline_endpoint_and_the_ladder_parks_every_delivery_of_one(
     tenant: SimpleNamespace
 ) -> None:
-    first, second = _messages(tenant, 2)
+    first, second = messages_of(tenant, 2)
     Endpoint.update(health="offline", offline_since=utcnow(), probe_delivery_id=first.delivery_id).execute()
 
     (ladder,) = claim_many([first], LEASE)  # the delivery the last probe was made with parks too

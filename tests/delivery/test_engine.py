@@ -17,7 +17,7 @@ import uvloop
 
 from tests.conftest import queue_messages, settings_env, wait_until
 from tests.receivers import Receiver, RecordedRequest, Response, always, pause, sleep_then
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
 from webhooks.storage.models import Delivery
 from webhooks.storage.timeutil import utcnow
 
@@ -54,8 +54,8 @@ def test_a_tenant_flooding_a_slow_endpoint_does_not_hold_back_another_tenant(
     client: Any, tenant: Any, other_tenant: Any, auth: Any, settings: Any, start_worker: Any
 ) -> None:
     with Receiver(sleep_then(1.0)) as slow, Receiver(always(204)) as quiet:
-        register(client, auth(tenant), slow.url)
-        register(client, auth(other_tenant), quiet.url)
+        create_endpoint(client, auth(tenant), slow.url)
+        create_endpoint(client, auth(other_tenant), quiet.url)
         for n in range(600):
             send(client, auth(tenant), payload={"n": n})
         start_worker(settings)
@@ -72,7 +72,7 @@ def test_a_backlogged_endpoint_gets_a_window_that_grows_to_match_its_latency(
 ) -> None:
     receiver_calls = InFlight(lambda level: (pause(0.2), (200, None, b"ok"))[1])
     with Receiver(receiver_calls) as receiver:  # open until the end: a late retry must not fail and cut the window
-        endpoint = register(client, auth(tenant), receiver.url)
+        endpoint = create_endpoint(client, auth(tenant), receiver.url)
         for n in range(800):
             send(client, auth(tenant), payload={"n": n})
         engine = start_worker(settings)
@@ -98,7 +98,7 @@ def test_an_endpoint_that_slows_down_when_it_holds_too_many_calls_is_backed_off(
 
     receiver_calls = InFlight(answer)
     with Receiver(receiver_calls) as receiver:
-        endpoint = register(client, auth(tenant), receiver.url)
+        endpoint = create_endpoint(client, auth(tenant), receiver.url)
         for first in range(0, 1500, 100):
             batch = [{"event_type": "order.created", "payload": {"n": n}} for n in range(first, first + 100)]
             assert client.post("/v1/events/batch", json=batch, headers=auth(tenant)).status_code == 202
@@ -129,8 +129,8 @@ def test_calls_to_quick_endpoints_under_way_keep_to_a_tenants_share_of_a_budget_
 
     quick_calls, slow_calls = InFlight(quick_answer), InFlight(slow_answer)
     with Receiver(quick_calls) as quick, Receiver(slow_calls) as slow:
-        register(client, auth(tenant), quick.url)
-        register(client, auth(other_tenant), slow.url)
+        create_endpoint(client, auth(tenant), quick.url)
+        create_endpoint(client, auth(other_tenant), slow.url)
         for first in range(0, 1000, 100):
             for who in (tenant, other_tenant) if first < 400 else (tenant,):
                 batch = [{"event_type": "order.created", "payload": {"n": n}} for n in range(first, first + 100)]
@@ -152,8 +152,8 @@ def test_a_backlog_beyond_the_prefetch_moves_to_the_database_and_every_delivery_
 ) -> None:
     settings = make_settings(worker_prefetch=40)
     with Receiver(sleep_then(0.05)) as slow, Receiver(always(204)) as quiet:
-        register(client, auth(tenant), slow.url)
-        register(client, auth(other_tenant), quiet.url)
+        create_endpoint(client, auth(tenant), slow.url)
+        create_endpoint(client, auth(other_tenant), quiet.url)
         events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(300)]
         start_worker(settings)
         wait_until(lambda: Delivery.select().where(Delivery.spilled_at.is_null(False)).exists(), timeout=15)
@@ -172,7 +172,7 @@ def test_a_worker_that_stops_gives_back_what_it_took_from_the_database_and_anoth
 ) -> None:
     settings = make_settings(worker_prefetch=40)
     with Receiver(sleep_then(0.05)) as slow:
-        register(client, auth(tenant), slow.url)
+        create_endpoint(client, auth(tenant), slow.url)
         events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(300)]
         first = start_worker(settings)
         taken_back = lambda: Delivery.select().where(Delivery.spilled_at > utcnow()).exists()  # noqa: E731
@@ -193,7 +193,7 @@ def test_a_worker_has_at_most_half_its_prefetch_in_flight_and_every_delivery_sti
     receiver_calls = InFlight(lambda level: (pause(0.5), (204, None, b""))[1])
     with Receiver(receiver_calls) as receiver:
         for n in range(10):  # ten endpoints: windows of 4 would allow 40 calls at once
-            register(client, auth(tenant), f"{receiver.url}/{n}")
+            create_endpoint(client, auth(tenant), f"{receiver.url}/{n}")
         for n in range(6):
             send(client, auth(tenant), payload={"n": n})
         start_worker(settings)
@@ -206,7 +206,7 @@ def test_a_rate_limited_endpoint_waits_in_memory_not_in_the_defer_queue(
     client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
 ) -> None:
     with Receiver(always(204)) as receiver:
-        register(client, auth(tenant), receiver.url, rate_limit=5)
+        create_endpoint(client, auth(tenant), receiver.url, rate_limit=5)
         start_worker(settings)
         for n in range(20):
             send(client, auth(tenant), payload={"n": n})
@@ -226,7 +226,7 @@ def test_the_engine_runs_on_uvloop(settings: Any, start_worker: Any) -> None:
 
 def test_ctrl_c_lets_the_call_in_flight_finish_and_logs_no_traceback(client: Any, tenant: Any, auth: Any, settings: Any) -> None:
     with Receiver(sleep_then(1.0, 200)) as receiver:
-        register(client, auth(tenant), receiver.url)
+        create_endpoint(client, auth(tenant), receiver.url)
         worker = subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=settings_env(settings),
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import settings_env, wait_until
 from tests.receivers import Receiver, always, sleep_then
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
 from webhooks.delivery.sender import Sender
 from webhooks.storage.models import Delivery
 
@@ -30,13 +30,13 @@ def test_a_worker_whose_broker_connection_is_cut_reconnects_and_every_delivery_a
     which: str, client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
 ) -> None:
     with Receiver(sleep_then(0.3)) as receiver:
-        register(client, auth(tenant), receiver.url)
+        create_endpoint(client, auth(tenant), receiver.url)
         events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(30)]
         engine = start_worker(settings)
         receiver.wait_for(3, timeout=10)
-        session = engine.rt.session
+        session = engine.rt.broker.session
         close_broker_connection(getattr(session, which)._transport._sock.getsockname()[1])
-        wait_until(lambda: engine.rt.session is not session and engine.consuming.is_set(), timeout=20)
+        wait_until(lambda: engine.rt.broker.session is not session and engine.consuming.is_set(), timeout=20)
         wait_until(lambda: Delivery.select().where(Delivery.status == "delivered").count() == 30, timeout=30)
     assert {row.attempts for row in Delivery.select()} == {1}, "calls in flight at the cut were recorded, not repeated"
     assert {r.headers["webhook-id"] for r in receiver.requests} == set(events)
@@ -45,7 +45,7 @@ def test_a_worker_whose_broker_connection_is_cut_reconnects_and_every_delivery_a
 def test_a_worker_publishes_on_a_connection_of_its_own_so_flow_control_never_holds_up_its_acks(
     settings: Any, start_worker: Any
 ) -> None:
-    session = start_worker(settings).rt.session
+    session = start_worker(settings).rt.broker.session
     assert all(channel.connection is session.connection for channel in session.consumers)
     assert session.publisher.connection is session.publishing and session.connection is not session.publishing
 
@@ -55,12 +55,12 @@ def test_a_worker_spreads_its_prefetch_over_channels_and_still_counts_as_one_wor
 ) -> None:
     settings = make_settings(worker_prefetch=12_000)  # three channels of 4,000 messages
     with Receiver(always(204)) as receiver:
-        register(client, auth(tenant), receiver.url)
+        create_endpoint(client, auth(tenant), receiver.url)
         events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(30)]
         engine = start_worker(settings)
         receiver.wait_for(30, timeout=20)
         wait_until(lambda: Delivery.select().where(Delivery.status == "delivered").count() == 30, timeout=20)
-        session = engine.rt.session
+        session = engine.rt.broker.session
         assert [channel.is_open for channel in session.consumers] == [True] * 3, "every ack went to its own channel"
         assert asyncio.run_coroutine_threadsafe(session.workers(settings.topology.primary), session.loop).result(10) == 1
     assert sorted(r.headers["webhook-id"] for r in receiver.requests) == sorted(events)
@@ -70,7 +70,7 @@ def test_a_worker_spreads_its_prefetch_over_channels_and_still_counts_as_one_wor
 def test_a_worker_rides_out_its_database_connections_being_killed(client: Any, tenant: Any, auth: Any, settings: Any) -> None:
     env = {**settings_env(settings), "PGAPPNAME": "webhooks-worker-under-test"}
     with Receiver(always(204)) as receiver:
-        register(client, auth(tenant), receiver.url)
+        create_endpoint(client, auth(tenant), receiver.url)
         worker = subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=env, stderr=subprocess.DEVNULL)
         try:
             first = send(client, auth(tenant))
@@ -104,7 +104,7 @@ def test_a_sender_that_raises_an_unexpected_error_frees_its_slot_and_the_message
 
     monkeypatch.setattr(Sender, "post", post_failing_once)
     with Receiver(always(204)) as receiver:
-        endpoint = register(client, auth(tenant), receiver.url)
+        endpoint = create_endpoint(client, auth(tenant), receiver.url)
         event = send(client, auth(tenant))
         engine = start_worker(settings)
         # The message goes back to the queue; the claim's lease (as after a crash) holds it until it ends.

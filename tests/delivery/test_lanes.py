@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.delivery.lane_helpers import message, open_windows, quick_lane, slow_lane
+from tests.delivery.lane_helpers import message, open_windows, queue, quick_lane, slow_lane
 from webhooks.delivery.lanes import SHARE_WINDOW_SECONDS, Lanes
 from webhooks.delivery.window import Signal
 
@@ -20,9 +20,8 @@ def hand_out(lanes: Lanes, count: int) -> list[str]:
 
 def test_a_tenant_with_a_flood_gets_one_turn_like_a_tenant_with_one_message() -> None:
     lanes = Lanes(ceiling=128)
-    for n in range(1000):
-        lanes.add(message("ten_a", "ep_a", n), receipt=None, now=0.0)
-    lanes.add(message("ten_b", "ep_b", 0), receipt=None, now=0.0)
+    queue(lanes, "ten_a", "ep_a", 1000)
+    queue(lanes, "ten_b", "ep_b")
 
     first_two = hand_out(lanes, 2)
 
@@ -40,9 +39,8 @@ def test_within_a_tenant_endpoints_take_turns_and_each_keeps_its_own_order() -> 
 
 def test_a_lane_whose_window_is_full_waits_and_others_go_on() -> None:
     lanes = Lanes(ceiling=128)
-    for n in range(10):
-        lanes.add(message("ten_a", "ep_slow", n), receipt=None, now=0.0)
-    lanes.add(message("ten_b", "ep_fast", 0), receipt=None, now=0.0)
+    queue(lanes, "ten_a", "ep_slow", 10)
+    queue(lanes, "ten_b", "ep_fast")
 
     taken = hand_out(lanes, 20)
 
@@ -54,8 +52,7 @@ def test_a_lane_whose_window_is_full_waits_and_others_go_on() -> None:
 
 def test_a_freed_window_slot_puts_the_lane_back_in_turn() -> None:
     lanes = Lanes(ceiling=1)
-    lanes.add(message("ten_a", "ep_a", 0), receipt=None, now=0.0)
-    lanes.add(message("ten_a", "ep_a", 1), receipt=None, now=0.0)
+    queue(lanes, "ten_a", "ep_a", 2)
     assert hand_out(lanes, 5) == ["dlv_ep_a_0"]
     lane = lanes.lanes["ep_a"]
     assert lanes.next_ready(0.0) is None
@@ -78,11 +75,9 @@ def test_a_paused_lane_hands_out_nothing_until_its_pause_is_over() -> None:
 
 def test_the_newest_ladder_messages_are_the_ones_moved_out_and_a_resend_stays() -> None:
     lanes = Lanes(ceiling=128)
-    for n in range(5):
-        lanes.add(message("ten_a", "ep_a", n), receipt=None, now=0.0)
+    queue(lanes, "ten_a", "ep_a", 5)
     lanes.add(message("ten_a", "ep_a", 5, trigger="resend"), receipt=None, now=0.0)
-    for n in range(6, 8):
-        lanes.add(message("ten_a", "ep_a", n), receipt=None, now=0.0)
+    queue(lanes, "ten_a", "ep_a", 2, start=6)
     lane = lanes.lanes["ep_a"]
 
     taken = lanes.take_newest(lane, 10)

@@ -11,7 +11,7 @@ import psycopg2
 import pytest
 
 from tests.conftest import wait_until
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
 from webhooks.delivery import backlog
 from webhooks.delivery.claims import ClaimState, claim_many
 from webhooks.messaging.messages import DeliveryMessage
@@ -20,7 +20,7 @@ from webhooks.storage.models import Delivery
 
 def two_deliveries(client: Any, tenant: Any, auth: Any) -> list[Delivery]:
     """Two deliveries, the one with the lower id stored after the other (an update moves a row)."""
-    register(client, auth(tenant), "http://127.0.0.1:9/hook")
+    create_endpoint(client, auth(tenant), "http://127.0.0.1:9/hook")
     for n in range(2):
         send(client, auth(tenant), payload={"n": n})
     wait_until(lambda: not Delivery.select().where(Delivery.enqueued_at.is_null()).exists())

@@ -22,11 +22,11 @@ class Runtime(SimpleNamespace):
 
     def __init__(self, lanes: Lanes) -> None:
         super().__init__(lanes=lanes, stopping=asyncio.Event(), spawned=[], published=[],
-                         given_back=[], woken=0, session=SimpleNamespace(number=1, is_open=True),
+                         given_back=[], woken=0,
                          settings=SimpleNamespace(topology=SimpleNamespace(primary="primary")))
-
-    def spawn(self, coroutine: Awaitable[Any]) -> None:
-        self.spawned.append(coroutine)
+        self.tasks = SimpleNamespace(spawn=self.spawned.append)
+        self.broker = SimpleNamespace(session=SimpleNamespace(number=1, is_open=True), publish=self.publish)
+        self.db = SimpleNamespace(until_up=self.until_up, return_backlog=self.return_backlog, run=None)
 
     def run_spawned(self) -> None:
         spawned, self.spawned = self.spawned, []
@@ -36,13 +36,13 @@ class Runtime(SimpleNamespace):
     def give_back(self, held: Iterable[Held]) -> None:
         self.given_back.extend(one.message.delivery_id for one in held)
 
-    def return_to_database(self, messages: list[Any]) -> None:
+    def return_backlog(self, messages: list[Any]) -> None:
         self.given_back.extend(message.delivery_id for message in messages)
 
     def wake(self) -> None:
         self.woken += 1
 
-    async def until_db(self, batcher: Callable[[Any], Awaitable[Any]], item: Any) -> Any:
+    async def until_up(self, batcher: Callable[[Any], Awaitable[Any]], item: Any) -> Any:
         return await batcher(item)
 
     async def publish(self, queue: str, body: bytes, headers: dict[str, Any]) -> bool:
@@ -151,8 +151,7 @@ def test_a_tenant_with_a_few_messages_behind_a_flood_never_has_them_spilled() ->
 def test_calls_in_flight_do_not_count_against_the_bound_on_waiting_messages() -> None:
     lanes = backlogged_lanes(100, 75)
     runtime = Runtime(lanes)
-    runtime.tasks = set(range(10_000))  # as many deliveries under way
-    lanes.under_way = 10_000
+    lanes.under_way = 10_000  # as many deliveries under way
     spiller = Spiller(runtime, hold=7_500)
 
     spiller.check()
@@ -214,7 +213,7 @@ def fetching(spiller: Spiller, fetched: list[Any]) -> list[tuple[str, int]]:
         asked.append((endpoint_id, count))
         return fetched[:count]
 
-    spiller.rt.in_db = in_db
+    spiller.rt.db.run = in_db
     return asked
 
 

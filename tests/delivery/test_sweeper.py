@@ -9,7 +9,7 @@ import pika
 
 from tests.conftest import amqp_channel, queue_messages, wait_until
 from tests.receivers import Receiver, always
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
 from webhooks.delivery import sweeper
 from webhooks.storage.models import Delivery
 from webhooks.messaging.publisher import Publisher
@@ -44,7 +44,7 @@ def test_a_delivery_whose_message_was_lost_is_published_again_and_delivered(
     client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
 ) -> None:
     with Receiver(always(204)) as receiver:
-        register(client, auth(tenant), receiver.url)
+        create_endpoint(client, auth(tenant), receiver.url)
         event = send(client, auth(tenant))
         wait_until(lambda: Delivery.get(Delivery.event == event["id"]).enqueued_at is not None)
         lose_messages(settings)
@@ -61,7 +61,7 @@ def test_a_delivery_whose_message_was_lost_is_published_again_and_delivered(
 def test_deliveries_held_by_a_worker_or_waiting_in_the_database_are_not_copied(
     client: Any, tenant: Any, auth: Any, settings: Any
 ) -> None:
-    register(client, auth(tenant), "http://127.0.0.1:9/hook")
+    create_endpoint(client, auth(tenant), "http://127.0.0.1:9/hook")
     for _ in range(3):
         send(client, auth(tenant))
     wait_until(lambda: not Delivery.select().where(Delivery.enqueued_at.is_null()).exists())
@@ -77,7 +77,7 @@ def test_deliveries_held_by_a_worker_or_waiting_in_the_database_are_not_copied(
 
 
 def test_nothing_is_swept_while_the_primary_queue_has_a_backlog(client: Any, tenant: Any, auth: Any, settings: Any) -> None:
-    register(client, auth(tenant), "http://127.0.0.1:9/hook")
+    create_endpoint(client, auth(tenant), "http://127.0.0.1:9/hook")
     send(client, auth(tenant))
     wait_until(lambda: not Delivery.select().where(Delivery.enqueued_at.is_null()).exists())
     lose_messages(settings)

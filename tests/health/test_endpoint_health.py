@@ -5,64 +5,18 @@ from __future__ import annotations
 import json
 import threading
 import time
-from contextlib import contextmanager
-from types import SimpleNamespace
-from typing import Iterator
 
 from tests.conftest import wait_until
 from tests.receivers import Receiver, RecordedRequest, always, pause, sequence
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
+from tests.health.health_helpers import Switch, health, outage, statuses
 from webhooks.storage.models import Alert, Delivery, Endpoint, Event, HealthChange
 from webhooks.health.recovery import disable_failing
+from webhooks.storage.statuses import LADDER_STATUSES
 
 
 def body(request: RecordedRequest) -> dict:
     return json.loads(request.body)
-
-
-def health(endpoint_id: str) -> str:
-    endpoint = Endpoint.get_by_id(endpoint_id)
-    return "disabled" if endpoint.disabled else endpoint.health
-
-
-def statuses(endpoint_id: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for delivery in Delivery.select().where(Delivery.endpoint == endpoint_id):
-        counts[delivery.status] = counts.get(delivery.status, 0) + 1
-    return counts
-
-
-class Switch:
-    """A receiver's responder: down (503) until switched up (204)."""
-
-    def __init__(self) -> None:
-        self.up = False
-
-    def __call__(self, request: RecordedRequest):
-        return (204, None, b"") if self.up else (503, None, b"down")
-
-
-def take_offline(client, headers, url: str, count: int, parked: int) -> tuple[dict, list[str]]:
-    """Register ``url`` (down), send ``count`` events and wait until the endpoint is offline with
-    at least ``parked`` of them parked; (the endpoint, event ids oldest first)."""
-    endpoint = register(client, headers, url)
-    events = [send(client, headers, payload={"n": n})["id"] for n in range(count)]
-    wait_until(lambda: health(endpoint["id"]) == "offline", timeout=15)
-    wait_until(lambda: statuses(endpoint["id"]).get("parked", 0) >= parked, timeout=15)
-    return endpoint, events
-
-
-@contextmanager
-def outage(client, headers, settings, start_worker, start_clock, count: int, parked: int) -> Iterator[SimpleNamespace]:
-    """A receiver that is down (``switch.up = True`` brings it back), a worker and a clock running, and an
-    endpoint of it taken offline with ``count`` events (``take_offline``): its ``switch``, ``receiver``,
-    ``endpoint`` and ``events``."""
-    switch = Switch()
-    with Receiver(switch) as receiver:
-        start_worker(settings)
-        start_clock(settings)
-        endpoint, events = take_offline(client, headers, receiver.url, count, parked)
-        yield SimpleNamespace(switch=switch, receiver=receiver, endpoint=endpoint, events=events)
 
 
 def test_a_down_endpoint_goes_offline_parks_the_rest_and_gets_everything_in_order_when_back(
@@ -72,8 +26,9 @@ def test_a_down_endpoint_goes_offline_parks_the_rest_and_gets_everything_in_orde
     with outage(client, auth(tenant), settings, start_worker, start_clock, 200, parked=195) as down:
         switch, receiver, endpoint, events = down.switch, down.receiver, down.endpoint, down.events
         calls_while_down = len(receiver.requests)
-        time.sleep(1.5)
-        # Only probes knock now: 5 failures, what was in flight, and a probe (the first comes 5 s after).
+        # Every delivery parked, the failed ones back from their ladder tiers: each message came
+        # round again, and only probes knock now (5 failures, what was in flight, and a probe).
+        wait_until(lambda: statuses(endpoint["id"]) == {"parked": 200}, timeout=20)
         assert calls_while_down <= settings.offline_after_failures + settings.endpoint_max_in_flight + 2
         assert len(receiver.requests) <= calls_while_down + 2
 
@@ -95,12 +50,14 @@ def test_a_down_endpoint_goes_offline_parks_the_rest_and_gets_everything_in_orde
 
 def test_410_gone_disables_the_endpoint_and_later_events_park_without_calls(client, tenant, auth, settings, start_worker):
     with Receiver(always(410)) as receiver:
-        endpoint = register(client, auth(tenant), receiver.url)
+        endpoint = create_endpoint(client, auth(tenant), receiver.url)
         start_worker(settings)
         first = send(client, auth(tenant))
         wait_until(lambda: health(endpoint["id"]) == "disabled")
         second = send(client, auth(tenant))
-        time.sleep(0.5)
+        # The worker is done with the first (parked, kept for when the endpoint is enabled); the
+        # second parked at ingest and was never published.
+        wait_until(lambda: Delivery.get(Delivery.event == first["id"]).status == "parked")
     assert len(receiver.requests) == 1
     assert [d["status"] for d in second["deliveries"]] == ["parked"]
     assert Delivery.get(Delivery.event == first["id"]).status == "parked"  # kept for when it is enabled
@@ -110,7 +67,7 @@ def test_410_gone_disables_the_endpoint_and_later_events_park_without_calls(clie
 
 def test_a_receiver_can_disable_itself_with_the_webhook_delivery_header(client, tenant, auth, settings, start_worker):
     with Receiver(always(200, {"webhook-delivery": "disable"})) as receiver:
-        endpoint = register(client, auth(tenant), receiver.url)
+        endpoint = create_endpoint(client, auth(tenant), receiver.url)
         start_worker(settings)
         event = send(client, auth(tenant))
         wait_until(lambda: health(endpoint["id"]) == "disabled")
@@ -122,7 +79,7 @@ def test_retry_after_delays_the_next_attempt_and_429_does_not_count_towards_offl
 ):
     settings = make_settings(ladder="1s,2s", offline_after_failures=1)
     with Receiver(sequence([(429, {"Retry-After": "3"}, b""), 200])) as receiver:
-        endpoint = register(client, auth(tenant), receiver.url)
+        endpoint = create_endpoint(client, auth(tenant), receiver.url)
         start_worker(settings)
         send(client, auth(tenant))
         first, second = receiver.wait_for(2, timeout=15)
@@ -145,8 +102,8 @@ def test_a_slow_endpoint_is_capped_and_does_not_slow_the_healthy_ones(client, te
         return 200, None, b"slow"
 
     with Receiver(slow) as slow_receiver, Receiver(always(200)) as healthy:
-        register(client, auth(tenant), slow_receiver.url, event_types=["slow"])
-        register(client, auth(tenant), healthy.url, event_types=["fast"])
+        create_endpoint(client, auth(tenant), slow_receiver.url, event_types=["slow"])
+        create_endpoint(client, auth(tenant), healthy.url, event_types=["fast"])
         start_worker(settings)
         for _ in range(20):
             send(client, auth(tenant), event_type="slow")
@@ -162,7 +119,7 @@ def test_a_slow_endpoint_is_capped_and_does_not_slow_the_healthy_ones(client, te
 
 def test_rate_limit_is_honoured(client, tenant, auth, settings, start_worker):
     with Receiver(always(200)) as receiver:
-        register(client, auth(tenant), receiver.url, rate_limit=5)
+        create_endpoint(client, auth(tenant), receiver.url, rate_limit=5)
         for _ in range(15):
             send(client, auth(tenant))
         start_worker(settings)  # all 15 wait in the queue: the bucket alone paces them
@@ -178,7 +135,7 @@ def test_rate_limit_is_honoured(client, tenant, auth, settings, start_worker):
 def test_an_endpoint_failing_for_the_whole_disable_period_is_disabled(client, tenant, auth, make_settings, start_worker):
     settings = make_settings(ladder="1s,2s")
     with Receiver(always(500)) as receiver:
-        endpoint = register(client, auth(tenant), receiver.url)
+        endpoint = create_endpoint(client, auth(tenant), receiver.url)
         start_worker(settings)
         send(client, auth(tenant))
         wait_until(lambda: Endpoint.get_by_id(endpoint["id"]).failing_since is not None)
@@ -195,9 +152,9 @@ def test_one_operational_event_per_state_change_reaches_subscribed_endpoints_onl
     settings = make_settings(ladder="1s,1s,1s,1s,1s", offline_after_failures=2)
     switch = Switch()
     with Receiver(switch) as flaky, Receiver(always(200)) as monitor, Receiver(always(200)) as other:
-        watched = register(client, auth(tenant), flaky.url, event_types=["order.created", "endpoint.offline"])
-        register(client, auth(tenant), monitor.url, event_types=["endpoint.offline", "endpoint.online"])
-        register(client, auth(tenant), other.url)  # every type, but operational ones must be listed
+        watched = create_endpoint(client, auth(tenant), flaky.url, event_types=["order.created", "endpoint.offline"])
+        create_endpoint(client, auth(tenant), monitor.url, event_types=["endpoint.offline", "endpoint.online"])
+        create_endpoint(client, auth(tenant), other.url)  # every type, but operational ones must be listed
         start_worker(settings)
         start_clock(settings)
         for _ in range(3):
@@ -207,7 +164,8 @@ def test_one_operational_event_per_state_change_reaches_subscribed_endpoints_onl
         switch.up = True
         wait_until(lambda: health(watched["id"]) == "online", timeout=20)
         _, online = monitor.wait_for(2, timeout=10)
-        time.sleep(1.0)
+        # Nothing is left to attempt, so no state can change again: no third operational event.
+        wait_until(lambda: not Delivery.select().where(Delivery.status.in_(LADDER_STATUSES)).exists(), timeout=20)
         assert len(monitor.requests) == 2
     assert body(offline)["type"] == "endpoint.offline" and body(offline)["data"]["endpoint_id"] == watched["id"]
     assert body(online)["type"] == "endpoint.online"
@@ -225,7 +183,7 @@ def test_a_release_interrupted_before_its_publish_is_finished_by_the_relay_exact
     from webhooks.health.releaser import Releaser
 
     with Receiver(always(200)) as receiver:
-        endpoint = register(client, auth(tenant), receiver.url)
+        endpoint = create_endpoint(client, auth(tenant), receiver.url)
         client.patch(f"/v1/endpoints/{endpoint['id']}", json={"status": "disabled"}, headers=auth(tenant))
         events = [send(client, auth(tenant))["id"] for _ in range(3)]
         client.patch(f"/v1/endpoints/{endpoint['id']}", json={"status": "enabled"}, headers=auth(tenant))
@@ -260,7 +218,7 @@ def test_an_outage_sends_exactly_one_email_when_it_starts_and_one_when_it_ends(
         settings = make_settings(ladder="1s,1s,1s,1s,1s", offline_after_failures=2, smtp_url=smtp.url())
         switch = Switch()
         with Receiver(switch) as receiver:
-            endpoint = register(client, auth(tenant), receiver.url, contact_email="ops@customer.example")
+            endpoint = create_endpoint(client, auth(tenant), receiver.url, contact_email="ops@customer.example")
             start_worker(settings)
             start_clock(settings)
             for _ in range(4):

@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_until
-from tests.delivery.test_delivery_e2e import register, send
-from tests.health.test_endpoint_health import outage, statuses
-from tests.health.test_release_drain import RecordingPublisher
+from tests.api_helpers import create_endpoint, send
+from tests.health.health_helpers import RecordingPublisher, outage, statuses
 from webhooks.clock import PROBE_EVERY_SECONDS
 from webhooks.config import ProbeInterval, Settings
 from webhooks.delivery.attempt import attempt_fields
@@ -298,7 +297,7 @@ def test_a_receiver_back_after_an_outage_is_noticed_within_the_probe_interval_no
 def test_try_now_is_refused_with_the_reason_unless_the_endpoint_is_offline(
     client: Any, tenant: SimpleNamespace, other_tenant: SimpleNamespace, auth: Any
 ) -> None:
-    endpoint = register(client, auth(tenant), "http://127.0.0.1:9/hook")
+    endpoint = create_endpoint(client, auth(tenant), "http://127.0.0.1:9/hook")
     url = f"/v1/endpoints/{endpoint['id']}/probe"
 
     online = client.post(url, headers=auth(tenant))
@@ -321,7 +320,7 @@ def test_try_now_queues_a_probe_of_the_oldest_undelivered_delivery_and_records_w
     from tests.conftest import queue_messages
     from webhooks.storage.models import ManualAttempt
 
-    endpoint = register(client, auth(tenant), "http://127.0.0.1:9/hook")
+    endpoint = create_endpoint(client, auth(tenant), "http://127.0.0.1:9/hook")
     Endpoint.update(health="offline", offline_since=Endpoint.created_at).execute()
     events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(3)]
 

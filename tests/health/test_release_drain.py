@@ -13,35 +13,20 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import pytest
 
 from tests.conftest import wait_until
 from tests.receivers import Receiver, RecordedRequest, pause
-from tests.delivery.test_delivery_e2e import register, send
+from tests.api_helpers import create_endpoint, send
+from tests.health.health_helpers import RecordingPublisher, statuses
 from webhooks import clock
 from webhooks.storage import db
 from webhooks.clock import SessionLock
-from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.models import Delivery, Endpoint, HealthChange
-from webhooks.messaging.publisher import Outgoing
 from webhooks.health.recovery import Step, oldest_parked, release_next, unpark_if_next
 from webhooks.health.releaser import IDLE_SECONDS, Releaser
-
-
-class RecordingPublisher:
-    """Stands in for the broker: confirms everything and remembers it, in order."""
-
-    def __init__(self) -> None:
-        self.messages: list[DeliveryMessage] = []
-
-    def publish(self, messages: Sequence[Outgoing]) -> int:
-        self.messages.extend(DeliveryMessage.decode(body, headers) for _, body, headers in messages)
-        return len(messages)
-
-    def close(self) -> None:
-        pass
 
 
 class FakeClock:
@@ -59,7 +44,7 @@ class FakeClock:
 
 def park(client: Any, headers: dict[str, str], url: str, count: int) -> tuple[str, list[str]]:
     """An endpoint with ``count`` parked deliveries, recovering: (endpoint id, event ids oldest first)."""
-    endpoint = register(client, headers, url)
+    endpoint = create_endpoint(client, headers, url)
     client.patch(f"/v1/endpoints/{endpoint['id']}", json={"status": "disabled"}, headers=headers)
     events = [send(client, headers, payload={"n": n})["id"] for n in range(count)]
     enabled = client.patch(f"/v1/endpoints/{endpoint['id']}", json={"status": "enabled"}, headers=headers)
@@ -70,13 +55,6 @@ def park(client: Any, headers: dict[str, str], url: str, count: int) -> tuple[st
 def attempt(delivery_id: str, status: str = "delivered") -> None:
     """What the worker records once it made the attempt."""
     Delivery.update(status=status, attempts=Delivery.attempts + 1).where(Delivery.id == delivery_id).execute()
-
-
-def statuses(endpoint_id: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for delivery in Delivery.select().where(Delivery.endpoint == endpoint_id):
-        counts[delivery.status] = counts.get(delivery.status, 0) + 1
-    return counts
 
 
 # -- the rules, pass by pass --------------------------------------------------------------

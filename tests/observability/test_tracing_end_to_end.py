@@ -42,6 +42,7 @@ class Stack:
             for module in ("webhooks.worker", "webhooks.clock")
         ]
         self.web_log = self.web.logs[0]
+        self.worker_log = tmp_path / "webhooks.worker.log"
 
     def stop(self) -> None:
         """A clean stop of every process (SIGTERM), as honcho does: each flushes its spans."""
@@ -142,6 +143,7 @@ def test_one_trace_holds_the_callers_request_and_both_attempts_with_their_outcom
     # The web's log line about the event names the trace and span it was written in.
     assert re.search(rf"accepted event={event_id} .* trace_id={CALLER_TRACE} span_id={request.span_id}",
                      running.web_log.read_text())
+    assert re.search(rf"attempted .* attempt=2 .* trace_id={CALLER_TRACE}", running.worker_log.read_text())
 
 
 def test_with_tracing_off_nothing_is_sent(stack: Any, collector: Collector, tenant: SimpleNamespace) -> None:

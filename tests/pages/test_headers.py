@@ -9,8 +9,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.api_helpers import create_endpoint
-from tests.console.test_console_auth import csrf_of
-from tests.console_helpers import PASSWORD, staff
+from tests.console_helpers import PASSWORD, form_csrf, staff
 from webhooks.pages.headers import DOCS_POLICY, NOTHING_POLICY
 
 EVERY_RESPONSE = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"}
@@ -57,7 +56,7 @@ def session_cookies(response) -> list[str]:
 
 def log_in_as_browser(client: FlaskClient, **request: object) -> list[str]:
     user = staff("viewer")
-    token = csrf_of(client.get("/console/login", **request).get_data(as_text=True))
+    token = form_csrf(client.get("/console/login", **request).get_data(as_text=True))
     response = client.post("/console/login", data={"csrf_token": token, "email": user.email, "password": PASSWORD},
                            **request)
     assert response.status_code == 303

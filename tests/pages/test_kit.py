@@ -10,8 +10,7 @@ import pytest
 from flask import Blueprint, Flask, render_template, request
 from flask.testing import FlaskClient
 
-from tests.console.test_console_auth import csrf_of, login
-from tests.console_helpers import PASSWORD, staff
+from tests.console_helpers import PASSWORD, form_csrf, log_in_with_form, staff
 from webhooks import pages
 from webhooks.pages import sessions
 from webhooks.pages.errors import FieldErrors
@@ -112,7 +111,7 @@ def test_each_site_says_who_may_frame_it_and_loads_nothing_inline(client: FlaskC
 
 
 def test_fields_have_one_label_and_errors_link_to_them(client: FlaskClient) -> None:
-    token = csrf_of(client.get("/demo/").get_data(as_text=True))
+    token = form_csrf(client.get("/demo/").get_data(as_text=True))
 
     response = client.post("/demo/", data={"csrf_token": token, "name": " "})
 
@@ -134,11 +133,11 @@ def test_a_destructive_action_is_confirmed_on_a_page_of_its_own(client: FlaskCli
     assert "<h1>Delete endpoint ep_1?</h1>" in page and "Its deliveries stop." in page
     assert '<button type="submit" class="danger">Delete endpoint ep_1</button>' in page and 'href="/demo/">Cancel' in page
     assert client.post("/demo/delete").status_code == 400  # no CSRF token: nothing deleted
-    assert client.post("/demo/delete", data={"csrf_token": csrf_of(page)}).get_data(as_text=True) == "deleted"
+    assert client.post("/demo/delete", data={"csrf_token": form_csrf(page)}).get_data(as_text=True) == "deleted"
 
 
 def test_sessions_of_one_site_never_open_another(client: FlaskClient) -> None:
-    token = csrf_of(client.get("/demo/").get_data(as_text=True))
+    token = form_csrf(client.get("/demo/").get_data(as_text=True))
     started = client.post("/demo/sign-in", data={"csrf_token": token})
     cookie = next(value for value in started.headers.getlist("Set-Cookie") if value.startswith("demo_session="))
 
@@ -173,7 +172,7 @@ def test_a_nul_is_a_400_naming_the_field_or_a_404_in_a_path(client: FlaskClient)
 def test_a_next_with_cr_or_lf_goes_to_the_overview_instead(client: FlaskClient) -> None:
     user = staff("viewer")
 
-    response = login(client, user.email, PASSWORD, next_path="/console/\r\nSet-Cookie: x=1")
+    response = log_in_with_form(client, user.email, PASSWORD, next_path="/console/\r\nSet-Cookie: x=1")
     again = client.get("/console/login?next=/console/%0d%0aSet-Cookie:%20x=1")
 
     assert response.status_code == 303 and response.headers["Location"] == "/console/"
@@ -184,7 +183,7 @@ def test_a_site_shown_in_other_sites_frames_gets_a_cookie_browsers_send_there(ap
     from dataclasses import replace
 
     app.extensions["webhooks.pages"]["demo"] = replace(DEMO, cookie_samesite="None")
-    token = csrf_of(client.get("/demo/").get_data(as_text=True))
+    token = form_csrf(client.get("/demo/").get_data(as_text=True))
 
     started = client.post("/demo/sign-in", data={"csrf_token": token})
 

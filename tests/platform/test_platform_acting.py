@@ -116,3 +116,19 @@ def test_acting_for_one_tenant_another_tenants_object_is_404_and_untouched(
     assert response.status_code == 404
     assert response.json["message"] == f"{NOUNS[_kind(path)]} not found"
     assert snapshot(victim) == before
+
+
+def test_the_event_type_catalog_is_written_with_a_platform_key_and_read_with_either(
+    client: FlaskClient, platform: dict[str, str], headers: dict[str, str]
+) -> None:
+    body = {"name": "order.paid", "description": "An order was paid."}
+
+    refused = client.post("/v1/event-types", json=body, headers=headers)
+    written = client.post("/v1/event-types", json=body, headers=platform)
+
+    assert refused.status_code == 403 and "platform API key" in refused.json["message"]
+    assert written.status_code == 201
+    for key in (headers, platform):
+        assert client.get("/v1/event-types/order.paid", headers=key).status_code == 200
+    assert client.patch("/v1/event-types/order.paid", json={"description": "x"}, headers=headers).status_code == 403
+    assert client.delete("/v1/event-types/order.paid", headers=headers).status_code == 403

@@ -10,12 +10,13 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.console.test_console_auth import csrf_of
 from webhooks.pages.models import PageSession
 from webhooks.portal import access, capabilities
 from webhooks.portal.models import PortalLink
 from webhooks.storage.models import Tenant
 from webhooks.storage.timeutil import utcnow
+
+from tests.console_helpers import form_csrf
 
 
 def link_for(app: Flask, tenant: SimpleNamespace, caps: list[str] | None = None, **kwargs: object) -> access.AccessLink:
@@ -102,6 +103,18 @@ def test_a_link_opens_once(app: Flask, client: FlaskClient, tenant: SimpleNamesp
     assert PageSession.select().count() == 1
 
 
+def test_a_used_link_opened_again_in_the_browser_it_signed_in_goes_on_to_the_portal(
+    app: Flask, client: FlaskClient, tenant: SimpleNamespace
+) -> None:
+    link = link_for(app, tenant)
+    client.get(path_of(link))
+
+    again = client.get(path_of(link))
+
+    assert again.status_code == 303 and again.headers["Location"] == "/portal/"
+    assert PageSession.select().count() == 1
+
+
 def test_an_expired_link_opens_nothing(app: Flask, client: FlaskClient, tenant: SimpleNamespace) -> None:
     link = link_for(app, tenant)
     PortalLink.update(expires_at=utcnow() - timedelta(seconds=1)).execute()
@@ -162,9 +175,25 @@ def test_a_console_session_does_not_open_the_portal(app: Flask, client: FlaskCli
 
 def test_signing_out_ends_the_session(app: Flask, client: FlaskClient, tenant: SimpleNamespace) -> None:
     client.get(path_of(link_for(app, tenant)))
-    token = csrf_of(client.get("/portal/").get_data(as_text=True))
+    token = form_csrf(client.get("/portal/").get_data(as_text=True))
 
     out = client.post("/portal/sign-out", data={"csrf_token": token})
 
     assert out.status_code == 303 and PageSession.select().count() == 0
     assert "You are signed out" in client.get(out.headers["Location"]).get_data(as_text=True)
+
+
+def test_the_command_line_makes_links_and_ends_sessions(app: Flask, tenant: SimpleNamespace) -> None:
+    import json
+
+    runner = app.test_cli_runner()
+
+    made = runner.invoke(args=["tenant", "portal-link", "acme", "--capability", "resend", "--expires-in", "60"])
+    link = json.loads(made.output)
+    app.test_client().get(urlsplit(link["url"]).path)
+    ended = runner.invoke(args=["tenant", "end-portal-sessions", tenant.id])
+    refused = runner.invoke(args=["tenant", "portal-link", "acme", "--expires-in", "5"])
+
+    assert link["capabilities"] == ["view", "resend"] and link["url"].startswith("http://localhost:8000/portal/access/")
+    assert json.loads(ended.output) == {"ended": 1}
+    assert refused.exit_code == 2 and "expires_in must be a whole number of seconds from 30" in refused.output

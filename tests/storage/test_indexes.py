@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.delivery.test_claims_and_records import LEASE, _delivered, _messages
+from tests.delivery.claim_helpers import LEASE, delivered_outcome, messages_of
 from webhooks.delivery.claims import claim_many
 from webhooks.delivery.records import record_many
 from webhooks.storage.db import database
@@ -45,9 +45,9 @@ def test_an_attempt_row_checks_the_foreign_key_of_its_delivery_only(database_url
 
 
 def test_deleting_an_event_an_endpoint_or_a_tenant_takes_its_attempts_with_it(tenant: SimpleNamespace) -> None:
-    messages = _messages(tenant, 2) + _messages(tenant, 2)  # two endpoints
+    messages = messages_of(tenant, 2) + messages_of(tenant, 2)  # two endpoints
     claim_many(messages, LEASE)
-    assert record_many([(m, _delivered(m)) for m in messages], offline_after=5) == [True] * 4
+    assert record_many([(m, delivered_outcome(m)) for m in messages], offline_after=5) == [True] * 4
 
     def left() -> set[str]:
         return {attempt.delivery_id for attempt in Attempt.select()}

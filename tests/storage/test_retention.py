@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.api_helpers import create_endpoint, make_attempt, post_event
+from tests.api_helpers import create_endpoint, make_attempt, send
 from webhooks.storage import retention
 from webhooks.api import events as events_api
 from webhooks.clock import jobs, tick
@@ -19,15 +19,6 @@ from webhooks.messaging.publisher import Publisher
 from webhooks.storage.timeutil import utcnow
 
 DAYS = 30
-
-
-def send(client: Any, headers: dict[str, str], count: int = 1, **fields: Any) -> list[dict[str, Any]]:
-    events = []
-    for _ in range(count):
-        response = post_event(client, headers, **fields)
-        assert response.status_code == 202, response.json
-        events.append(response.json)
-    return events
 
 
 def finish(event: dict[str, Any], *, age_days: float, status: str = "delivered", attempts: int = 2) -> None:
@@ -50,9 +41,9 @@ def endpoint(client: Any, headers: dict[str, str]) -> dict[str, Any]:
 
 
 def test_old_finished_events_go_with_their_deliveries_attempts_and_idempotency_keys(client, headers, endpoint):
-    (old,) = send(client, headers, idempotency_key="order-1")
+    old = send(client, headers, idempotency_key="order-1")
     finish(old, age_days=DAYS + 1)
-    (young,) = send(client, headers)
+    young = send(client, headers)
     finish(young, age_days=DAYS - 1)
 
     purged = retention.purge(DAYS)
@@ -66,7 +57,7 @@ def test_old_finished_events_go_with_their_deliveries_attempts_and_idempotency_k
 
 
 def test_an_old_event_goes_with_the_record_of_who_resent_it(client, headers, endpoint):
-    (event,) = send(client, headers)
+    event = send(client, headers)
     (delivery,) = Delivery.select().where(Delivery.event == event["id"])
     ManualAttempt.create(delivery=delivery.id, event=event["id"], tenant=delivery.tenant_id, attempt_no=2,
                          trigger="resend", requested_by_kind="cli", requested_by="support")
@@ -79,7 +70,7 @@ def test_an_old_event_goes_with_the_record_of_who_resent_it(client, headers, end
 @pytest.mark.parametrize("status", ["pending", "retrying", "parked"])
 def test_an_old_event_with_a_delivery_still_waiting_is_kept_whole(client, headers, endpoint, status):
     create_endpoint(client, headers)  # a second endpoint: the event has two deliveries
-    (event,) = send(client, headers)
+    event = send(client, headers)
     finish(event, age_days=DAYS + 10)
     waiting, _other = Delivery.select().where(Delivery.event == event["id"]).order_by(Delivery.id)
     Delivery.update(status=status).where(Delivery.id == waiting.id).execute()
@@ -91,7 +82,7 @@ def test_an_old_event_with_a_delivery_still_waiting_is_kept_whole(client, header
 
 
 def test_an_old_event_whose_delivery_changed_within_the_period_is_kept(client, headers, endpoint):
-    (event,) = send(client, headers)
+    event = send(client, headers)
     finish(event, age_days=DAYS + 10)
     Delivery.update(updated_at=utcnow() - timedelta(days=2)).where(Delivery.event == event["id"]).execute()  # resent
 
@@ -100,7 +91,7 @@ def test_an_old_event_whose_delivery_changed_within_the_period_is_kept(client, h
 
 
 def test_each_transaction_purges_at_most_one_batch(client, headers, endpoint, monkeypatch):
-    events = send(client, headers, count=5)
+    events = [send(client, headers) for _ in range(5)]
     for event in events:
         finish(event, age_days=DAYS + 1)
     per_transaction: list[int] = []
@@ -120,10 +111,10 @@ def test_each_transaction_purges_at_most_one_batch(client, headers, endpoint, mo
 
 
 def test_the_purge_carries_on_past_old_events_it_must_keep(client, headers, endpoint):
-    waiting = send(client, headers, count=2)
+    waiting = [send(client, headers) for _ in range(2)]
     for event in waiting:
         finish(event, age_days=DAYS + 2, status="retrying")
-    (finished,) = send(client, headers)
+    finished = send(client, headers)
     finish(finished, age_days=DAYS + 1)
 
     assert retention.purge(DAYS, limit=2).events == 1
@@ -131,7 +122,7 @@ def test_the_purge_carries_on_past_old_events_it_must_keep(client, headers, endp
 
 
 def test_the_clock_job_purges_a_bounded_slice_per_pass_then_rests(client, headers, endpoint):
-    events = send(client, headers, count=5)
+    events = [send(client, headers) for _ in range(5)]
     for event in events:
         finish(event, age_days=DAYS + 1)
     now = [0.0]
@@ -139,7 +130,7 @@ def test_the_clock_job_purges_a_bounded_slice_per_pass_then_rests(client, header
 
     assert [purger.run().events for _ in range(3)] == [2, 2, 1]
     assert purger.caught_up
-    (late,) = send(client, headers)
+    late = send(client, headers)
     finish(late, age_days=DAYS + 1)
     assert purger.run().events == 0  # resting
     now[0] += 300.0
@@ -148,9 +139,9 @@ def test_the_clock_job_purges_a_bounded_slice_per_pass_then_rests(client, header
 
 
 def test_the_clock_runs_the_retention_job(client, headers, endpoint, settings):
-    (old,) = send(client, headers)
+    old = send(client, headers)
     finish(old, age_days=DAYS + 1)
-    (young,) = send(client, headers)
+    young = send(client, headers)
 
     publisher = Publisher(settings.amqp_url)
     try:
@@ -178,7 +169,7 @@ def feed(client: Any, headers: dict[str, str], after: int, **params: Any) -> Any
 
 
 def test_a_cursor_behind_the_purged_events_gets_410_naming_where_to_continue(client, headers, endpoint):
-    events = send(client, headers, count=5)  # seq 1..5
+    events = [send(client, headers) for _ in range(5)]  # seq 1..5
     for event in events[:3]:
         finish(event, age_days=DAYS + 1)
     retention.purge(DAYS)
@@ -196,7 +187,7 @@ def test_a_cursor_behind_the_purged_events_gets_410_naming_where_to_continue(cli
 
 
 def test_a_cursor_at_or_past_the_purged_events_and_a_start_from_zero_read_what_is_kept(client, headers, endpoint):
-    events = send(client, headers, count=4)
+    events = [send(client, headers) for _ in range(4)]
     finish(events[0], age_days=DAYS + 2, status="parked")  # old but still waiting: kept
     finish(events[1], age_days=DAYS + 1)
     retention.purge(DAYS)
@@ -207,9 +198,9 @@ def test_a_cursor_at_or_past_the_purged_events_and_a_start_from_zero_read_what_i
 
 
 def test_the_purge_mark_is_per_tenant_and_never_goes_down(client, headers, endpoint, other_tenant, auth):
-    mine = send(client, headers, count=3)
+    mine = [send(client, headers) for _ in range(3)]
     create_endpoint(client, auth(other_tenant))
-    theirs = send(client, auth(other_tenant), count=2)
+    theirs = [send(client, auth(other_tenant)) for _ in range(2)]
     finish(mine[2], age_days=DAYS + 1)
     retention.purge(DAYS)
     finish(mine[0], age_days=DAYS + 1)
@@ -222,7 +213,7 @@ def test_the_purge_mark_is_per_tenant_and_never_goes_down(client, headers, endpo
 
 
 def test_a_purge_committed_while_a_page_is_read_is_reported_not_skipped(client, headers, endpoint, monkeypatch):
-    events = send(client, headers, count=3)
+    events = [send(client, headers) for _ in range(3)]
     for event in events[:2]:
         finish(event, age_days=DAYS + 1)
     real_cursor_page = events_api.cursor_page
@@ -238,7 +229,7 @@ def test_a_purge_committed_while_a_page_is_read_is_reported_not_skipped(client, 
 
 @pytest.mark.postgresql  # SQLite has one writer at a time by design
 def test_ingestion_does_not_wait_for_a_purge_transaction_on_postgresql(client, headers, endpoint, monkeypatch):
-    old = send(client, headers, count=3)
+    old = [send(client, headers) for _ in range(3)]
     for event in old:
         finish(event, age_days=DAYS + 1)
     inside, release = threading.Event(), threading.Event()
@@ -254,7 +245,7 @@ def test_ingestion_does_not_wait_for_a_purge_transaction_on_postgresql(client, h
     purge.start()
     try:
         assert inside.wait(timeout=10)
-        (accepted,) = send(client, headers)  # same tenant, same endpoint, while the purge holds its locks
+        accepted = send(client, headers)  # same tenant, same endpoint, while the purge holds its locks
         assert not release.is_set() and purge.is_alive()
     finally:
         release.set()

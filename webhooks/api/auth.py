@@ -90,15 +90,20 @@ def require_tenant() -> None:
     tracing.annotate(tenant_id=g.tenant.id)
 
 
-def require_any_key() -> None:
-    """``before_request`` of what every key may read (the event-type catalog): a tenant key or a platform
-    key, else 401; a tenant key's tenant in ``g.tenant``."""
-    holder = _key_holder()
-    if not holder.is_platform:
-        g.tenant = holder.tenant
-
-
 def require_platform() -> None:
     """``before_request`` of ``/v1/tenants``: a platform key, else 401 or 403."""
     if not _key_holder().is_platform:
         abort(403, message=PLATFORM_ROUTE)
+
+
+def require_any_key() -> None:
+    """``before_request`` of what both kinds of key read (the event-type catalog): a valid key, else 401.
+    ``g.tenant`` is the tenant key's tenant, None for a platform key."""
+    g.key_holder = _key_holder()
+    g.tenant = g.key_holder.tenant
+
+
+def require_platform_key(what: str) -> None:
+    """Inside a route ``require_any_key`` guards: 403 unless the key is the platform's, naming ``what`` it takes."""
+    if not g.key_holder.is_platform:
+        abort(403, message=f"{what} takes a platform API key (flask platform create-key); a tenant API key reads only")

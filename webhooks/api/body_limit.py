@@ -18,6 +18,8 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.utils import cached_property
 from werkzeug.wsgi import LimitedStream
 
+from webhooks.errors import Refused
+
 
 def too_large(limit: int) -> str:
     """What a 413 says."""
@@ -32,7 +34,7 @@ def reject_oversized_body() -> None:
         abort(413, message=too_large(limit))
 
 
-class BodyTooLarge(RequestEntityTooLarge):
+class BodyTooLarge(RequestEntityTooLarge, Refused):
     """A body sent without a length went past the limit."""
 
     def __init__(self, limit: int) -> None:

@@ -7,15 +7,14 @@ from typing import Any
 from flask import current_app, url_for
 from flask.views import MethodView
 from flask_smorest import abort
-from peewee import fn
 
 from webhooks import actions
-from webhooks.storage import db, endpoint_windows
+from webhooks.storage import db
 from webhooks.api.common import api_requester, attempt_page, current_tenant, cursor_page, get_owned
 from webhooks.api.parsing import Blueprint
 from webhooks.api.auth import require_tenant
-from webhooks.storage.models import Attempt, Delivery, Endpoint, HealthChange
-from webhooks.health import probes
+from webhooks.storage.models import Attempt, Endpoint, HealthChange
+from webhooks.health import probes, summary
 from webhooks.health.presence import health_of
 from webhooks.api.schemas import (
     AttemptPageSchema,
@@ -34,7 +33,6 @@ from webhooks.api.schemas import (
     SecretSchema,
 )
 from webhooks.delivery.signing import scheme_of
-from webhooks.storage.statuses import DeliveryStatus
 
 #: Health changes shown by ``GET /v1/endpoints/<id>/health``.
 MAX_HEALTH_CHANGES = 100
@@ -56,25 +54,8 @@ blp.before_request(require_tenant)
 
 
 def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
-    """Attach ``parked_count``, ``oldest_parked_at``, ``concurrency`` (a query each for all) and
-    ``probe_due_at`` to each endpoint."""
-    stats = {
-        row.endpoint_id: (row.count, row.oldest)
-        for row in Delivery.select(
-            Delivery.endpoint, fn.COUNT(Delivery.id).alias("count"), fn.MIN(Delivery.created_at).alias("oldest")
-        )
-        .where(Delivery.endpoint.in_([e.id for e in endpoints]) & (Delivery.status == DeliveryStatus.PARKED))
-        .group_by(Delivery.endpoint)
-    } if endpoints else {}
-    windows = endpoint_windows.of_endpoints([e.id for e in endpoints])
-    settings = current_app.extensions["webhooks.settings"]
-    ceiling = settings.endpoint_max_in_flight
-    for endpoint in endpoints:
-        endpoint.parked_count, endpoint.oldest_parked_at = stats.get(endpoint.id, (0, None))
-        endpoint.probe_due_at = probes.due_at(endpoint, settings.probe_interval)
-        # No worker is calling it now: no window to show (its next calls start from a small one).
-        endpoint.concurrency = windows.get(endpoint.id) or {"window": None, "ceiling": ceiling, "in_flight": 0}
-    return endpoints
+    """``summary.with_parked_stats`` with this app's settings."""
+    return summary.with_parked_stats(endpoints, current_app.extensions["webhooks.settings"])
 
 
 def check_target(url: str) -> None:

@@ -14,7 +14,7 @@ from flask.views import MethodView
 from flask_smorest import abort
 from marshmallow import Schema, fields, validate
 
-from webhooks.api.auth import require_any_key, require_platform
+from webhooks.api.auth import require_any_key, require_platform_key
 from webhooks.api.fields import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, UtcDateTime
 from webhooks.api.parsing import Blueprint
 from webhooks.catalog import store
@@ -28,10 +28,9 @@ READING = frozenset({"GET", "HEAD", "OPTIONS"})
 
 def require_catalog_key() -> None:
     """``before_request``: any key reads the catalog; only a platform key writes it (a tenant key: 403)."""
-    if request.method in READING:
-        require_any_key()
-    else:
-        require_platform()
+    require_any_key()
+    if request.method not in READING:
+        require_platform_key("writing the event-type catalog")
 
 
 blp = Blueprint("event_types", __name__, url_prefix="/v1/event-types",

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 
 from flask import Flask, request
 
+from webhooks.errors import WebhooksError
 from webhooks.api.costs import record_deliveries
 from webhooks.catalog.registry import EventsRejected
 from webhooks.ingest import accept as ingest, auth_keys
@@ -61,7 +62,7 @@ NOTHING_WRITTEN = (ingest.RateLimited, ingest.IdempotencyConflict, ingest.BatchO
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-class Declined(Exception):
+class Declined(WebhooksError):
     """Not a request the shortcut answers: the Flask app does."""
 
 

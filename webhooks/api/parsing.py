@@ -27,11 +27,13 @@ from marshmallow import Schema, ValidationError, fields
 from webargs import core
 from webargs.flaskparser import FlaskParser, abort, is_json_request
 
+from webhooks.errors import InvalidInput
+
 #: Deepest nesting of arrays and objects a request body may have.
 MAX_JSON_DEPTH = 64
 
 
-class RefusedJson(json.JSONDecodeError):
+class RefusedJson(json.JSONDecodeError, InvalidInput):
     """A body Python could parse (or choked on) that is not plain, bounded JSON."""
 
     def __init__(self, reason: str) -> None:

@@ -26,6 +26,9 @@ PLATFORM_SCHEME = "platformAuth"
 #: The paths that take a platform key.
 PLATFORM_PREFIX = "/v1/tenants"
 
+#: The paths both keys read and only a platform key writes (the event-type catalog).
+CATALOG_PREFIX = "/v1/event-types"
+
 #: A second registration's blueprint name: ``events`` -> ``events_for_tenant``.
 SUFFIX = "_for_tenant"
 
@@ -46,24 +49,25 @@ SCHEMES = {
 }
 
 
-#: The event-type catalog's paths: read with either key, written with a platform key.
-CATALOG_PREFIX = "/v1/event-types"
+def security_of(path: str, method: str) -> list[dict[str, list[str]]] | None:
+    """The keys an operation takes, when not the document's default (a tenant key)."""
+    if path.startswith(PLATFORM_PREFIX):
+        return [{PLATFORM_SCHEME: []}]
+    if path.startswith(CATALOG_PREFIX):
+        return [{TENANT_SCHEME: []}, {PLATFORM_SCHEME: []}] if method == "get" else [{PLATFORM_SCHEME: []}]
+    return None
 
 
 class KeySchemesPlugin(BasePlugin):
-    """Operations under ``/v1/tenants`` name the platform scheme, the catalog's name both to read and the
-    platform's to write; the rest keep the document's default."""
+    """Operations under ``/v1/tenants`` name the platform scheme, the catalog's reads either scheme and its
+    writes the platform's; the rest keep the document's default."""
 
     def operation_helper(self, path: str | None = None, operations: dict[str, Any] | None = None,
                          **kwargs: Any) -> None:
-        path = path or ""
-        if not path.startswith((PLATFORM_PREFIX, CATALOG_PREFIX)):
-            return
         for method, operation in (operations or {}).items():
-            if method != "parameters" and isinstance(operation, dict):
-                reads_catalog = path.startswith(CATALOG_PREFIX) and method == "get"
-                operation["security"] = ([{TENANT_SCHEME: []}, {PLATFORM_SCHEME: []}] if reads_catalog
-                                         else [{PLATFORM_SCHEME: []}])
+            security = security_of(path or "", method)
+            if security is not None and method != "parameters" and isinstance(operation, dict):
+                operation["security"] = security
 
 
 def document_schemes(api: Api) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from webhooks.errors import NotFound
 from webhooks.catalog import store
 from webhooks.catalog.filters import compile_filter, event_view
 from webhooks.event_types import wants
@@ -17,7 +18,7 @@ from webhooks.storage.timeutil import isoformat, utcnow
 #: The id a tested event is given (it is never stored).
 TEST_EVENT_ID = "evt_test"
 
-class NoExample(LookupError):
+class NoExample(NotFound):
     """The event type has no example to send (unknown, none given, or not that many)."""
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from marshmallow import ValidationError
 
+from webhooks.errors import InvalidInput
 from webhooks.catalog.spec import EventTypeCreateSchema
 
 #: The key of the entries in a catalog file.
@@ -23,7 +24,7 @@ KEY = "event_types"
 _ENTRY = EventTypeCreateSchema()
 
 
-class CatalogFileError(ValueError):
+class CatalogFileError(InvalidInput):
     """A file that is not a catalog: says where and why."""
 
 

@@ -30,6 +30,7 @@ import json
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 
+from webhooks.errors import InvalidInput
 from webhooks.catalog.filter_code import function_of
 from webhooks.catalog.filter_nodes import (
     LOGICAL, MISSING, OPERATORS, AllOf, AnyOf, Equal, Field, Node, Not, Operator, is_number, shown,
@@ -41,7 +42,7 @@ EVENT_FIELDS = ("id", "type", "time", "data")
 #: Conditions (fields, operators, plain values) one filter may hold at most.
 MAX_CONDITIONS = 256
 
-class FilterError(ValueError):
+class FilterError(InvalidInput):
     """A filter that cannot be used: ``path`` is where (``data.amount.$gte``), the message says why."""
 
     def __init__(self, path: str, message: str) -> None:

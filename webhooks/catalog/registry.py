@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import jsonschema_rs
 
+from webhooks.errors import InvalidInput
 from webhooks.catalog import store
 from webhooks.catalog.schemas import compile_schema, failures
 from webhooks.storage.models import EventType
@@ -32,7 +33,7 @@ class Known:
     validator: jsonschema_rs.Draft202012Validator | None
 
 
-class EventsRejected(ValueError):
+class EventsRejected(InvalidInput):
     """Events that break the catalog's rules; nothing was written.
 
     ``problems`` maps each failing item's index to its errors by field, as a 422 shows them:

@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 
 import jsonschema_rs
 
+from webhooks.errors import InvalidInput
+
 #: The only dialect a schema may declare (``$schema``); absent means this one.
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -22,7 +24,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 MAX_ERRORS = 20
 
 
-class InvalidSchema(ValueError):
+class InvalidSchema(InvalidInput):
     """A schema that is not a valid draft 2020-12 schema, or cannot be compiled; says why."""
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable
 
+from webhooks.errors import InvalidInput, NotFound
 from webhooks.catalog import operational
 from webhooks.catalog.schemas import InvalidSchema, compile_schema, failures
 from webhooks.storage.db import write
@@ -28,7 +29,7 @@ _generations = itertools.count(1)
 generation = 0
 
 
-class CatalogProblem(ValueError):
+class CatalogProblem(InvalidInput):
     """A write the catalog refuses: ``problems`` maps each field to what is wrong (a 422's ``errors``)."""
 
     def __init__(self, problems: dict[str, Any]) -> None:
@@ -36,15 +37,15 @@ class CatalogProblem(ValueError):
         self.problems = problems
 
 
-class UnknownEventType(LookupError):
+class UnknownEventType(NotFound):
     """No such event type in the catalog."""
 
 
-class EventTypeExists(ValueError):
+class EventTypeExists(InvalidInput):
     """``create`` of a name the catalog has (archived or not)."""
 
 
-class BuiltIn(ValueError):
+class BuiltIn(InvalidInput):
     """The operational types are the service's: they cannot be written."""
 
 

@@ -30,6 +30,7 @@ from flask import (
 from werkzeug.security import check_password_hash, generate_password_hash
 from werkzeug.wrappers import Response
 
+from webhooks.errors import InvalidInput
 from webhooks.console import login_throttle
 from webhooks.console.blueprint import SITE, bp
 from webhooks.console.models import ROLES, StaffUser
@@ -51,7 +52,7 @@ MIN_PASSWORD_LENGTH = 8
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class StaffError(ValueError):
+class StaffError(InvalidInput):
     """A staff account could not be created or changed as asked."""
 
 

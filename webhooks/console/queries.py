@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from itertools import groupby
 from datetime import datetime
 from typing import Any
 
 import peewee
 
+from webhooks.errors import InvalidInput
 from webhooks.console.formatting import parse_when
 from webhooks.ingest.auth_keys import find_tenant
 from webhooks.storage.ids import has_prefix
-from webhooks.storage.models import Delivery, Endpoint, Event, Tenant
+from webhooks.storage.models import Attempt, Delivery, Endpoint, Event, Tenant
 from webhooks.storage.statuses import DELIVERY_STATUSES, UNFINISHED_STATUSES
 from webhooks.storage.timeutil import isoformat, utcnow
 
@@ -26,7 +28,7 @@ STATUSES = DELIVERY_STATUSES
 UNDELIVERED = UNFINISHED_STATUSES
 
 
-class FilterError(ValueError):
+class FilterError(InvalidInput):
     """A filter value that cannot be used; ``field`` names the form field."""
 
     def __init__(self, field_name: str, message: str) -> None:
@@ -200,3 +202,13 @@ def matching_tenants(text: str, limit: int = 10) -> list[Tenant]:
     """Tenants whose name contains ``text`` (or whose id it is)."""
     query = Tenant.select().where(Tenant.name.contains(text) | (Tenant.id == text))
     return list(query.order_by(Tenant.name).limit(limit))
+
+
+def event_timelines(event_id: str, max_attempts: int) -> tuple[list[Delivery], dict[str, list[Attempt]]]:
+    """An event's deliveries (with their endpoints) and each one's attempts, oldest first, at most
+    ``max_attempts`` each (the event pages of the console and the portal)."""
+    deliveries = list(
+        Delivery.select(Delivery, Endpoint).join(Endpoint).where(Delivery.event == event_id).order_by(Delivery.id)
+    )
+    attempts = Attempt.select().where(Attempt.event == event_id).order_by(Attempt.delivery, Attempt.attempt_no)
+    return deliveries, {delivery_id: list(rows)[:max_attempts] for delivery_id, rows in groupby(attempts, lambda a: a.delivery_id)}

@@ -11,6 +11,7 @@ import peewee
 import pika
 import pika.exceptions
 
+from webhooks.errors import BrokerError
 from webhooks.messaging.brokers import connect
 from webhooks.console.formatting import cause_detail, cause_label
 from webhooks.console.queries import UNDELIVERED
@@ -164,5 +165,5 @@ def queue_depths(amqp_url: str, topology: Topology) -> dict[str, int]:
             connection.close()
 
 
-class DepthsUnavailable(Exception):
+class DepthsUnavailable(BrokerError):
     """Queue depths could not be read."""

@@ -7,7 +7,12 @@ sign, call with ``sender`` through ``guard``, judge with ``decide``, record, sen
 ack) -> ``batcher`` (database work in batches on threads). ``spill`` moves a backlog
 beyond memory's bound to the database and back, ``upkeep`` keeps paces, windows and the
 ceiling's share up to date, ``lag`` measures the loop's own delay, ``broker`` is the
-awaitable pika session and ``runtime`` what they all share.
+awaitable pika session and ``runtime`` what they all share, by what it talks to:
+``broker_link`` (the current session), ``database_work`` (the batchers and the
+database's threads), ``tasks`` (every task under way). A message handed out holds a
+``lanes.Slot`` in its endpoint's window and a ``receipt`` (ack, requeue or move, once);
+``pauses`` is every wait of the engine's own. Who writes each piece of this state:
+``docs/architecture.md``.
 
 What one attempt needs: ``claims`` (a lease on the delivery, one ladder per delivery),
 ``endpoint_view`` (the endpoint as the claim read it), ``signing`` and ``outgoing`` (the

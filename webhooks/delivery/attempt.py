@@ -19,7 +19,8 @@ from webhooks.delivery.claims import Claim, ClaimState
 from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
 from webhooks.delivery.lanes import Held, Slot
-from webhooks.delivery.runtime import Runtime, Stopping
+from webhooks.delivery.database_work import Stopping
+from webhooks.delivery.runtime import Runtime
 from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, counts_towards_offline, without_nul
 from webhooks.delivery.window import Signal, signal_of
 from webhooks.storage.ids import new_id
@@ -48,7 +49,7 @@ class Attempts:
     async def handle(self, held: Held) -> None:
         """Claim the message's attempt and act on the claim."""
         try:
-            claim = await self.rt.until_db(self.rt.claims, held.message)
+            claim = await self.rt.db.until_up(self.rt.db.claims, held.message)
         except Stopping:
             self.release(held.slot, Signal.NEUTRAL)
             self.rt.give_back([held])
@@ -64,7 +65,7 @@ class Attempts:
             self._pause(held, claim.wait)
         elif claim.state is ClaimState.BUSY:
             # Another worker holds this attempt (a duplicate message): look again in a second.
-            await self.rt.move(held.receipt, self.topology.defer, *held.message.encode())
+            await self.rt.broker.move(held.receipt, self.topology.defer, *held.message.encode())
         else:
             message = held.message
             log.info("%s delivery=%s attempt=%d", claim.state.value, message.delivery_id, message.attempt)
@@ -104,7 +105,8 @@ class Attempts:
             message.event_id, message.event_type, message.event_created_at, message.payload, secrets, int(time.time())
         )
         assert held.slot is not None
-        held.slot.goes_out(self.rt.loop.time())
+        sent_at = self.rt.loop.time()
+        held.slot.goes_out(sent_at)
         result = await self.rt.sender.post(endpoint.url, request.headers, request.body)
         self.release(held.slot, signal_of(result.status_code, result.error_class))
 
@@ -124,7 +126,7 @@ class Attempts:
             exhausted=step.exhausted,
         )
         try:
-            recorded = await self.rt.until_db(self.rt.records, (message, outcome))
+            recorded = await self.rt.db.until_up(self.rt.db.records, (message, outcome))
         except Stopping:
             log.info("stopping before the attempt was recorded; the message goes back to be attempted again")
             self.rt.give_back([held])
@@ -142,9 +144,9 @@ class Attempts:
     async def _send_on(self, message: DeliveryMessage, step: Step) -> None:
         """Publish what follows a recorded attempt: the next attempt, or a copy for the dead-letter queue."""
         if step.next_message is not None and step.queue is not None:
-            if await self.rt.publish(step.queue, *step.next_message.encode()):
+            if await self.rt.broker.publish(step.queue, *step.next_message.encode()):
                 try:
-                    await self.rt.marks(step.next_message)
+                    await self.rt.db.marks(step.next_message)
                 except Exception:  # noqa: BLE001 - a lost mark costs one duplicate from the relay
                     log.warning("outbox mark failed for delivery=%s; the relay will publish it again",
                                 message.delivery_id, exc_info=True)
@@ -153,7 +155,7 @@ class Attempts:
                             message.delivery_id)
         elif step.exhausted:
             # A copy for operators: the database is the list of failed deliveries (replayed from there).
-            if not await self.rt.publish(self.topology.dead, *message.encode()):
+            if not await self.rt.broker.publish(self.topology.dead, *message.encode()):
                 log.warning("dead-letter copy of delivery=%s not confirmed", message.delivery_id)
 
 
@@ -182,10 +184,11 @@ def _stored_body(body: bytes) -> str | None:
 
 def _log(message: DeliveryMessage, verdict: Verdict, step: Step, result: HttpResult) -> None:
     log.info(
-        "attempted delivery=%s event=%s endpoint=%s attempt=%d trigger=%s result=%s status=%s ms=%.0f%s",
+        "attempted delivery=%s event=%s endpoint=%s attempt=%d trigger=%s result=%s status=%s ms=%.0f%s%s",
         message.delivery_id, message.event_id, message.endpoint_id, message.attempt, message.trigger,
         verdict.summary, step.status, result.duration_ms,
         f" next_attempt_at={step.next_attempt_at.isoformat()}Z" if step.next_attempt_at else "",
+        f" trace_id={message.traceparent[3:35]}" if message.traceparent else "",  # its span is made later
     )
     if step.exhausted:  # a failed resend outside the ladder is not dead-lettered again
         log.warning("dead-lettered delivery=%s event=%s after %d attempts", message.delivery_id, message.event_id, message.attempt)

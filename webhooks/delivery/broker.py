@@ -37,6 +37,7 @@ import pika.frame
 import pika.spec
 from pika.adapters.asyncio_connection import AsyncioConnection
 
+from webhooks.errors import BrokerError
 from webhooks.messaging import frame_writes
 from webhooks.messaging.publisher import message_properties
 
@@ -66,7 +67,7 @@ def consumer_channels(prefetch: int) -> list[int]:
     return [prefetch // count + (1 if n < prefetch % count else 0) for n in range(count)]
 
 
-class SessionClosed(Exception):
+class SessionClosed(BrokerError):
     """The broker connection or one of its channels closed."""
 
 

@@ -42,7 +42,10 @@ from webhooks.delivery.decide import wait_queue_for
 from webhooks.delivery.lanes import CLAIMS_AHEAD, QUICK_BUDGET, Held, Lane, Lanes
 from webhooks.delivery.pauses import Backoff
 from webhooks.delivery.receipt import Receipt
-from webhooks.delivery.runtime import REQUEUE_PAUSE_SECONDS, Runtime
+from webhooks.delivery.broker_link import REQUEUE_PAUSE_SECONDS, BrokerLink
+from webhooks.delivery.database_work import DatabaseWork
+from webhooks.delivery.runtime import Runtime
+from webhooks.delivery.tasks import TaskSet
 from webhooks.delivery.sender import Sender
 from webhooks.delivery.spill import Spiller
 from webhooks.delivery.upkeep import Upkeep
@@ -88,13 +91,6 @@ def open_files_limit() -> int | None:
 def _mark_each(messages: Sequence[DeliveryMessage]) -> list[None]:
     mark_enqueued(messages)
     return [None] * len(messages)
-
-
-async def _finish(rt: Runtime) -> None:
-    """Wait for every task, and for the tasks they start meanwhile (giving back a backlog taken
-    from the database, a dead-letter copy)."""
-    while rt.tasks:
-        await asyncio.gather(*list(rt.tasks), return_exceptions=True)
 
 
 def _tenant_of(message: DeliveryMessage) -> str:
@@ -150,19 +146,25 @@ class Engine:
         )
         lease = settings.delivery_timeout + LEASE_MARGIN_SECONDS
         self.budget = budget = Budget.of(settings.worker_prefetch, open_files_limit())
+        stopping, tasks = asyncio.Event(), TaskSet()
         rt = Runtime(
             settings=settings,
             lanes=Lanes(settings.endpoint_max_in_flight, QUICK_BUDGET, max_under_way=budget.in_flight),
             sender=sender,
-            executor=executor,
-            claims=Batcher(partial(claim_many, lease_seconds=lease), batches, CLAIM_BATCH, share=_tenant_of,
-                           express=True),
-            records=Batcher(partial(record_many, offline_after=settings.offline_after_failures), batches,
-                            share=_tenant_of_record),
-            marks=Batcher(_mark_each, batches),
-            stopping=asyncio.Event(),
+            broker=BrokerLink(requeue_pause=self.requeue_pause),
+            db=DatabaseWork(
+                executor=executor,
+                claims=Batcher(partial(claim_many, lease_seconds=lease), batches, CLAIM_BATCH, share=_tenant_of,
+                               express=True),
+                records=Batcher(partial(record_many, offline_after=settings.offline_after_failures), batches,
+                                share=_tenant_of_record),
+                marks=Batcher(_mark_each, batches),
+                stopping=stopping,
+                tasks=tasks,
+            ),
+            tasks=tasks,
+            stopping=stopping,
             wake=self._wake,
-            requeue_pause=self.requeue_pause,
         )
         self.rt, self._loop = rt, asyncio.get_running_loop()
         if self._stop_asked.is_set():
@@ -177,7 +179,7 @@ class Engine:
         finally:
             rt.stopping.set()
             await asyncio.gather(*chores, return_exceptions=True)
-            await _finish(rt)
+            await rt.tasks.finish()
             await self.upkeep.forget()
             await sender.close()
             executor.shutdown(wait=True)
@@ -197,7 +199,7 @@ class Engine:
                 await session.open(broker_parameters(self.settings.amqp_url, CONNECT_TIMEOUT_SECONDS / 2),
                                    CONNECT_TIMEOUT_SECONDS)
                 await session.check_queues(self.topology.all_queues())
-                rt.session = session
+                rt.broker.session = session
                 await session.consume(self.topology.primary, self.settings.worker_prefetch, self._on_message)
                 log.info("worker consuming %s (prefetch %d: up to %d calls in flight, %d messages waiting in memory; "
                          "up to %d calls in flight per endpoint)", self.topology.primary, self.settings.worker_prefetch,
@@ -237,7 +239,7 @@ class Engine:
         self._timers.clear()
         if rt.tasks:
             log.info("finishing %d deliveries in flight", len(rt.tasks))
-            await _finish(rt)
+            await rt.tasks.finish()
 
     def _forget_session(self, session: Session) -> None:
         """The session is over: its messages are back in the queue (the broker requeued them), and
@@ -252,8 +254,8 @@ class Engine:
 
     def _on_message(self, tag: int, properties: pika.BasicProperties, body: bytes) -> None:
         rt = self.rt
-        assert rt is not None and rt.session is not None
-        receipt = Receipt(rt.session, tag)
+        assert rt is not None and rt.broker.session is not None
+        receipt = Receipt(rt.broker.session, tag)
         if rt.stopping.is_set():
             receipt.requeue()  # arrived between the stop and the broker's cancel-ok
             return
@@ -262,7 +264,7 @@ class Engine:
             message = DeliveryMessage.decode(body, headers)
         except PoisonMessage as error:
             log.error("dead-lettered poison message: %s", error)
-            rt.spawn(rt.move(receipt, self.topology.dead, body, {**headers, "error": str(error)}))
+            rt.tasks.spawn(rt.broker.move(receipt, self.topology.dead, body, {**headers, "error": str(error)}))
             return
         wait = (message.not_before or 0.0) - time.time()
         if wait > NOT_BEFORE_SLACK_SECONDS:
@@ -272,7 +274,7 @@ class Engine:
             else:
                 # Back to a waiting tier, without an attempt: the longest that does not overshoot.
                 queue = wait_queue_for(wait * 1000, self.settings.ladder, self.topology)
-                rt.spawn(rt.move(receipt, queue, body, headers))
+                rt.tasks.spawn(rt.broker.move(receipt, queue, body, headers))
             return
         self._admit(message, receipt)
 
@@ -283,7 +285,7 @@ class Engine:
     def _admit(self, message: DeliveryMessage, receipt: Receipt) -> None:
         rt = self.rt
         assert rt is not None
-        if rt.session is not receipt.session or not receipt.session.is_open:
+        if rt.broker.session is not receipt.session or not receipt.session.is_open:
             return  # its session is gone: the broker has it again
         rt.lanes.add(message, receipt, rt.loop.time())
         self.spiller.check()
@@ -302,12 +304,12 @@ class Engine:
         self._pump_scheduled = False
         rt = self.rt
         assert rt is not None
-        if rt.stopping.is_set() and rt.session is None:
+        if rt.stopping.is_set() and rt.broker.session is None:
             return
         now = rt.loop.time()
         while (held := rt.lanes.next_ready(now)) is not None:
             self._watch(held.lane)
-            rt.spawn(self._deliver(held))
+            rt.tasks.spawn(self._deliver(held))
 
     async def _deliver(self, held: Held) -> None:
         """One handed-out message, start to end. Whatever happens (an unexpected error included),

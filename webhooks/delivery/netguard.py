@@ -11,7 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-import httpx
+from yarl import URL
+
+from webhooks.errors import WebhooksError
 
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -106,7 +108,7 @@ NAT64_LOCAL_USE = _v6("64:ff9b:1::/48")
 RESOLVES_TO_BLOCKED = "resolves to an address that is not allowed (webhooks go to public addresses only)"
 
 
-class BlockedAddress(Exception):
+class BlockedAddress(WebhooksError):
     """A URL's host is (or resolves to) an address webhooks must not reach.
 
     For a name, the message says that it resolves to an address that is not allowed, never
@@ -313,7 +315,7 @@ _PORT = r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-
 #: printable ASCII. Every string it matches passes ``split_url`` (tests/delivery/test_netguard.py checks that
 #: with generated strings), so the documented pattern is exactly what the server enforces.
 #: ``$(?!\n)``: Python's ``$`` also matches before a final newline.
-#: A host name; four dot-separated numbers only as a valid IPv4 address (httpx refuses ``1.2.3.04``).
+#: A host name; four dot-separated numbers only as a valid IPv4 address (``1.2.3.04`` is refused).
 _HOST = (
     rf"{_IPV4}"
     r"|(?![0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(?![A-Za-z0-9_.-]))[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?"
@@ -325,28 +327,43 @@ URL_PATTERN = (
 
 
 def split_url(url: str) -> tuple[str, str, int]:
-    """``(scheme, host, port)`` of a webhook URL, parsed the way httpx will send it.
+    """``(scheme, host, port)`` of a webhook URL, parsed by yarl, as the sender's aiohttp will send it.
 
-    Raises ValueError for a malformed URL, a non-http(s) scheme or a missing host.
+    Raises ValueError for a malformed URL, a non-http(s) scheme or a missing host. An IPv6
+    literal is named as it was written (yarl shortens ``::ffff:127.0.0.1`` to ``::ffff:7f00:1``).
     """
     try:
-        # httpx's parser, not urllib's: the host checked here must be the host httpx connects to.
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError) as exc:
+        # yarl's parser, the sender's own: the host checked here is the host aiohttp connects to.
+        parsed = URL(url)
+        port = parsed.port
+    except (ValueError, TypeError) as exc:
         raise ValueError(f"malformed URL: {exc}") from exc
     scheme = parsed.scheme
     if scheme not in ALLOWED_SCHEMES:
         raise ValueError(f"URL scheme must be http or https, not {scheme or 'missing'!r}")
-    host = parsed.raw_host.decode("ascii")
+    host = parsed.raw_host or ""
     if not host:
         raise ValueError("URL has no host")
-    if _literal(host) is None and not _HOSTNAME_CHARS.issuperset(host):
-        # httpx percent-encodes e.g. spaces into the host; such a name can never resolve.
+    if ":" in host:
+        host = _as_written(url, host)
+    elif not _HOSTNAME_CHARS.issuperset(host):
+        # e.g. a space in the host: such a name can never resolve.
         raise ValueError(f"URL host {host!r} is not a valid host name")
-    port = DEFAULT_PORTS[scheme] if parsed.port is None else parsed.port
+    port = DEFAULT_PORTS[scheme] if port is None else port
     if not 0 < port < 65536:
         raise ValueError(f"URL port {port} is out of range")
     return scheme, host, port
+
+
+def _as_written(url: str, host: str) -> str:
+    """The IPv6 literal ``host`` as ``url`` writes it (the same address), for messages that quote it."""
+    start, end = url.find("["), url.find("]")
+    written = url[start + 1:end] if 0 <= start < end else host
+    try:
+        same = ipaddress.IPv6Address(written) == ipaddress.IPv6Address(host)
+    except ValueError:
+        same = False
+    return written if same else host
 
 
 def check_url(url: str, policy: TargetPolicy, resolver: Resolver | None = None) -> None:

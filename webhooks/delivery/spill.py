@@ -35,7 +35,8 @@ from typing import Sequence
 from webhooks.delivery import backlog
 from webhooks.delivery.lanes import Held, Lane
 from webhooks.delivery.pauses import sleep_unless_stopping
-from webhooks.delivery.runtime import Runtime, Stopping
+from webhooks.delivery.database_work import Stopping
+from webhooks.delivery.runtime import Runtime
 from webhooks.messaging.messages import DeliveryMessage
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ class Spiller:
         """After messages came in: spill if more wait in this process's lanes than it holds."""
         if self.rt.lanes.held > self.high and not self._spilling:
             self._spilling = True
-            self.rt.spawn(self._spill_to(self.low))
+            self.rt.tasks.spawn(self._spill_to(self.low))
 
     def spill_long_lanes(self) -> None:
         """Spill what lanes hold beyond ``keep`` (a slow or rate-limited endpoint's backlog)."""
@@ -118,7 +119,7 @@ class Spiller:
         excess = [(lane, len(lane.queue) - self.keep(lane)) for lane in self.rt.lanes if len(lane.queue) > self.keep(lane)]
         if excess:
             self._spilling = True
-            self.rt.spawn(self._spill([(lane, count) for lane, count in excess]))
+            self.rt.tasks.spawn(self._spill([(lane, count) for lane, count in excess]))
 
     async def _spill_to(self, target: int) -> None:
         await self._spill(list(self.plan(self.rt.lanes.held - target).items()))
@@ -157,7 +158,7 @@ class Spiller:
         """Move ``taken`` to the database and ack them; False when the worker stopped first (they were given back)."""
         messages = [held.message for _, held in taken]
         try:
-            marked = await self.rt.until_db(self._run_spill, messages)
+            marked = await self.rt.db.until_up(self._run_spill, messages)
         except Stopping:
             self.rt.give_back(held for _, held in taken)
             return False
@@ -170,7 +171,7 @@ class Spiller:
         return True
 
     async def _run_spill(self, messages: list[DeliveryMessage]) -> list[bool]:
-        return await self.rt.in_db(backlog.spill, messages)
+        return await self.rt.db.run(backlog.spill, messages)
 
     # -- back from the database ---------------------------------------------------------------
 
@@ -200,12 +201,12 @@ class Spiller:
         if count <= 0 or endpoint_id in self._refilling or self.rt.stopping.is_set():
             return
         self._refilling.add(endpoint_id)
-        self.rt.spawn(self._refill(endpoint_id, lane, count))
+        self.rt.tasks.spawn(self._refill(endpoint_id, lane, count))
 
     async def _refill(self, endpoint_id: str, lane: Lane | None, count: int) -> None:
         rt = self.rt
         try:
-            messages = await rt.in_db(backlog.take_spilled, endpoint_id, count)
+            messages = await rt.db.run(backlog.take_spilled, endpoint_id, count)
         except Exception:  # noqa: BLE001 - the backlog stays where it is; the next short lane or scan asks again
             log.warning("taking back the backlog of endpoint=%s failed", endpoint_id, exc_info=True)
             return
@@ -215,9 +216,9 @@ class Spiller:
             lane.spilled = False
         if not messages:
             return
-        session = rt.session
+        session = rt.broker.session
         if rt.stopping.is_set() or session is None or not session.is_open:
-            rt.return_to_database(messages)  # its lanes are emptied meanwhile
+            rt.db.return_backlog(messages)  # its lanes are emptied meanwhile
             return
         now = rt.loop.time()
         for message in messages:
@@ -229,10 +230,10 @@ class Spiller:
     async def scan_orphans(self) -> None:
         """Forever: fetch back backlogs in the database that no lane here is fetching."""
         while not await sleep_unless_stopping(self.rt.stopping, ORPHAN_SCAN_SECONDS):
-            if self.rt.session is None:
+            if self.rt.broker.session is None:
                 continue
             try:
-                endpoints = await self.rt.in_db(backlog.spilled_endpoints)
+                endpoints = await self.rt.db.run(backlog.spilled_endpoints)
             except Exception:  # noqa: BLE001 - the database may be down: the next scan tries again
                 log.debug("backlog scan failed", exc_info=True)
                 continue

@@ -73,7 +73,7 @@ class Upkeep:
         self.spiller.spill_long_lanes()
         self.spiller.refill_short_lanes()
         self.rt.lanes.forget_idle(now, FORGET_AFTER_SECONDS)
-        if now - self._last_share >= SHARE_EVERY_SECONDS and self.rt.session is not None:
+        if now - self._last_share >= SHARE_EVERY_SECONDS and self.rt.broker.session is not None:
             self._last_share = now
             await self.share_ceiling()
         if now - self._last_report >= REPORT_EVERY_SECONDS:
@@ -95,7 +95,7 @@ class Upkeep:
 
     async def share_ceiling(self) -> None:
         """This worker's share of ``ENDPOINT_MAX_IN_FLIGHT`` (each endpoint's ceiling across workers)."""
-        session = self.rt.session
+        session = self.rt.broker.session
         if session is None:
             return
         try:
@@ -116,7 +116,7 @@ class Upkeep:
                 if full or self._saved.get(endpoint_id) != state]
         forgotten = [endpoint_id for endpoint_id in self._saved if endpoint_id not in current]
         if rows or forgotten:
-            await self.rt.in_db(endpoint_windows.save, self.worker, rows, forgotten)
+            await self.rt.db.run(endpoint_windows.save, self.worker, rows, forgotten)
         if full:
             self._last_full = now
         self._saved = current
@@ -124,6 +124,6 @@ class Upkeep:
     async def forget(self) -> None:
         """The engine stops: its windows no longer count."""
         try:
-            await self.rt.in_db(endpoint_windows.forget_worker, self.worker)
+            await self.rt.db.run(endpoint_windows.forget_worker, self.worker)
         except Exception:  # noqa: BLE001 - they expire by themselves
             log.debug("could not remove this worker's windows", exc_info=True)

@@ -13,6 +13,7 @@ from email.utils import parseaddr
 from typing import Literal
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from webhooks.errors import WebhooksError
 from webhooks.secrecy import mask
 
 #: ``plain``: no TLS (local relays, tests); ``starttls``: upgrade on port 587; ``tls``: implicit TLS.
@@ -29,7 +30,7 @@ _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "fals
 
 
 
-class MailError(Exception):
+class MailError(WebhooksError):
     """Sending failed; the message never contains the password.
 
     ``permanent`` is True when retrying this message cannot help (every recipient was

@@ -24,6 +24,7 @@ from typing import Any
 
 from peewee import fn
 
+from webhooks.errors import InvalidInput
 from webhooks.config import ProbeInterval
 from webhooks.health import presence
 from webhooks.health.recovery import live, oldest_of
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 GROWTH = 0.25
 
 
-class NotProbed(ValueError):
+class NotProbed(InvalidInput):
     """The endpoint was not probed; the message says why, and what to do instead."""
 
 

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Sequence
 import peewee
 from flask import current_app
 
+from webhooks.errors import InvalidInput, NotFound, Refused
 from webhooks import metrics
 from webhooks.catalog import registry
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
@@ -73,11 +74,11 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 500
 
 
-class ReservedEventType(ValueError):
+class ReservedEventType(InvalidInput):
     """Operational event types are raised by the service only."""
 
 
-class RateLimited(Exception):
+class RateLimited(Refused):
     """The tenant sends events (or makes deliveries) faster than ``INGEST_RATE_LIMIT``; nothing was written."""
 
     def __init__(self, retry_after: float) -> None:
@@ -86,7 +87,7 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
-class BatchOverRateLimit(ValueError):
+class BatchOverRateLimit(InvalidInput):
     """A batch costs more than the tenant's bucket can ever hold (one second's worth)."""
 
 
@@ -100,7 +101,7 @@ def _within_bucket(plan: Plan, rate_limit: float | None) -> None:
                                  f"send fewer events a request, or subscribe fewer endpoints to them")
 
 
-class UnknownTenant(LookupError):
+class UnknownTenant(NotFound):
     """The tenant row is gone (deleted while its key was still cached)."""
 
 

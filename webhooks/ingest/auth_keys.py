@@ -40,6 +40,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import peewee
 
+from webhooks.errors import NotFound
 from webhooks.storage.ids import has_prefix, new_id
 from webhooks.storage.models import ApiKey, Tenant
 from webhooks.storage.timeutil import isoformat, utcnow
@@ -82,7 +83,7 @@ class KeyHolder:
         return self.tenant is None
 
 
-class KeyNotFound(LookupError):
+class KeyNotFound(NotFound):
     """No live key of that id for this tenant (unknown, another tenant's, revoked or expired)."""
 
 

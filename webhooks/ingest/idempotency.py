@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
+from webhooks.errors import Refused
 from webhooks.storage.models import IdempotencyKey
 
 #: How long an idempotency key is remembered.
 IDEMPOTENCY_TTL = timedelta(hours=24)
 
 
-class IdempotencyConflict(Exception):
+class IdempotencyConflict(Refused):
     """A key was used before with a different request; ``indexes`` are the batch items concerned."""
 
     def __init__(self, conflicts: Sequence[tuple[int, str]]) -> None:

@@ -18,13 +18,14 @@ from urllib.parse import urlsplit
 import pika
 import pika.exceptions
 
+from webhooks.errors import InvalidInput
 from webhooks.secrecy import mask
 
 #: URL schemes RabbitMQ answers on (``amqps`` is AMQP over TLS).
 SCHEMES = ("amqp", "amqps")
 
 
-class BrokerUrlError(ValueError):
+class BrokerUrlError(InvalidInput):
     """``AMQP_URL`` is not a comma-separated list of ``amqp://`` or ``amqps://`` URLs."""
 
 

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from webhooks.errors import InvalidInput
 from webhooks.storage.payload_json import PayloadJSON, payload_json
 
 #: Header names (ours, not ``x-``: RabbitMQ reserves those).
@@ -37,7 +38,7 @@ TRIGGERS = ("ladder", "resend", "recover", "probe")
 _PAYLOAD_MEMBER = b',"payload":'
 
 
-class PoisonMessage(ValueError):
+class PoisonMessage(InvalidInput):
     """A message this worker cannot understand; it goes to the dead-letter queue once."""
 
 

@@ -30,6 +30,7 @@ import pika.spec
 from pika.adapters import select_connection
 from pika.channel import Channel
 
+from webhooks.errors import BrokerError
 from webhooks.messaging import frame_writes
 from webhooks.messaging.brokers import broker_parameters, describe
 
@@ -45,7 +46,7 @@ COOLDOWN_SECONDS = 3.0
 Outgoing = tuple[str, bytes, dict[str, Any]]
 
 
-class PublishError(Exception):
+class PublishError(BrokerError):
     """The broker did not confirm a publish (down, nacked, or no such queue)."""
 
 
@@ -58,7 +59,7 @@ def message_properties(headers: dict[str, Any]) -> pika.BasicProperties:
     )
 
 
-class LinkBroken(Exception):
+class LinkBroken(BrokerError):
     """The connection or channel closed, or (``timed_out``) confirms did not come in time."""
 
     def __init__(self, message: str, timed_out: bool = False) -> None:
@@ -66,7 +67,7 @@ class LinkBroken(Exception):
         self.timed_out = timed_out
 
 
-class BatchFailed(Exception):
+class BatchFailed(BrokerError):
     """Some messages of a batch were not published; ``confirmed`` lead the batch and were."""
 
     def __init__(self, confirmed: int, error: Exception) -> None:

@@ -39,9 +39,6 @@ log = logging.getLogger(__name__)
 #: ``service.name`` when neither ``OTEL_SERVICE_NAME`` nor ``OTEL_RESOURCE_ATTRIBUTES`` names one.
 DEFAULT_SERVICE_NAME = "webhooks"
 
-#: The header (request and AMQP message) carrying a W3C trace context.
-TRACEPARENT = "traceparent"
-
 
 class _State:
     """This process's tracing: off (``tracer`` None) or its provider and tracer."""
@@ -205,16 +202,6 @@ def annotate(**attributes: Any) -> None:
     span = trace.get_current_span()
     if span.is_recording():
         span.set_attributes(_named(attributes))
-
-
-@contextlib.contextmanager
-def child_span(name: str, **attributes: Any) -> Iterator[Span | None]:
-    """A span of the current trace around the block (``ingest.transaction``); nothing while off."""
-    if _state.tracer is None:
-        yield None
-        return
-    with _state.tracer.start_as_current_span(name, attributes=_named(attributes)) as span:
-        yield span
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, Flask, Response, abort, current_app, g, render_template, request
+from flask import Blueprint, Flask, Response, abort, current_app, g, has_request_context, render_template, request
 from flask.sessions import SecureCookieSessionInterface
 from werkzeug.exceptions import HTTPException, InternalServerError
 
@@ -30,11 +30,23 @@ kit = Blueprint("pages", __name__, url_prefix="/pages", template_folder="templat
 
 
 class SessionCookies(SecureCookieSessionInterface):
-    """Flask's signed cookie (flash messages, the login form's CSRF token), ``Secure`` on HTTPS
-    as the kit's own session cookies are."""
+    """Flask's signed cookie (flash messages, the login form's CSRF token) with the attributes of
+    the kit's own session cookie on the site that sets it: ``Secure`` on HTTPS, and on a site shown
+    in other sites' frames (the portal) ``SameSite=None; Secure; Partitioned``, or its messages
+    would never reach the frame."""
+
+    def _site(self) -> Site | None:
+        return sites().get(str(request.blueprint)) if has_request_context() else None
+
+    def get_cookie_samesite(self, app: Flask) -> str | None:
+        site = self._site()
+        return site.cookie_samesite if site is not None else super().get_cookie_samesite(app)
 
     def get_cookie_secure(self, app: Flask) -> bool:
-        return sessions.secure_cookies()
+        return sessions.secure_cookies() or self.get_cookie_samesite(app) == "None"
+
+    def get_cookie_partitioned(self, app: Flask) -> bool:
+        return self.get_cookie_samesite(app) == "None"
 
 
 def sites() -> dict[str, Site]:

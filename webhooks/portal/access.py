@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from flask import current_app
 
+from webhooks.errors import InvalidInput, Refused
 from webhooks.pages import sessions
 from webhooks.pages.models import PageSession
 from webhooks.pages.site import Site
@@ -37,7 +38,7 @@ MIN_EXPIRES_IN, MAX_EXPIRES_IN = 30, 7 * 86_400
 ACCESS_PATH = "/portal/access/"
 
 
-class AccessError(ValueError):
+class AccessError(InvalidInput):
     """Bad input for a link: ``field`` names the request field (the API answers 422 with it)."""
 
     def __init__(self, field: str, message: str) -> None:
@@ -45,11 +46,12 @@ class AccessError(ValueError):
         super().__init__(message)
 
 
-class LinkRefused(Exception):
-    """A link that opens nothing: ``reason`` is ``unknown``, ``used`` or ``expired``."""
+class LinkRefused(Refused):
+    """A link that opens nothing: ``reason`` is ``unknown``, ``used`` or ``expired``; ``tenant_id``
+    the tenant of a link that exists."""
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    def __init__(self, reason: str, tenant_id: str | None = None) -> None:
+        self.reason, self.tenant_id = reason, tenant_id
         super().__init__(reason)
 
 
@@ -119,7 +121,7 @@ def _use(token: str) -> PortalLink:
     if link is None:
         raise LinkRefused("unknown")
     if not taken:
-        raise LinkRefused("used" if link.used_at is not None else "expired")
+        raise LinkRefused("used" if link.used_at is not None else "expired", link.tenant_id)
     return link
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from webhooks.errors import InvalidInput
+
 VIEW = "view"
 MANAGE_ENDPOINTS = "manage_endpoints"
 VIEW_SECRETS = "view_secrets"
@@ -23,7 +25,7 @@ MEANING = {
 }
 
 
-class UnknownCapability(ValueError):
+class UnknownCapability(InvalidInput):
     """A capability that does not exist; ``field`` names the request field, ``names`` the unknown ones."""
 
     field = "capabilities"

@@ -27,6 +27,9 @@ MAX_CHUNK_LINE_BYTES = 4096
 #: client sends its body to be buffered (the head handed on no longer carries the ``Expect``).
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
+#: The tenant a platform key acts for, from the request target ``/v1/tenants/<id or uid>/…``.
+ACTING_FOR = re.compile(rb"[A-Z]+ /v1/tenants/([^/?# ]+)")
+
 HEX_DIGITS = re.compile(rb"[0-9A-Fa-f]{1,16}")
 DIGITS = re.compile(rb"[0-9]{1,18}")
 
@@ -46,6 +49,8 @@ class Head:
 
     authorization: str | None
     cookie: str | None
+    #: The tenant a request under ``/v1/tenants/<id or uid>/`` names: a platform key takes a turn per tenant.
+    acting_for: str | None
     content_length: int | None
     chunked: bool
     expects_continue: bool
@@ -147,7 +152,7 @@ class RequestReader:
         http11 = request_line.rstrip().endswith(b"HTTP/1.1")
         self.head = Head(
             authorization=_text(fields.get(b"authorization")), cookie=_text(fields.get(b"cookie")),
-            content_length=length, chunked=chunked, expects_continue=expects_continue,
+            acting_for=_acting_for(request_line), content_length=length, chunked=chunked, expects_continue=expects_continue,
         )
         self.send_continue = expects_continue and has_body and http11
         self._chunk_at = self._head_end
@@ -198,6 +203,11 @@ class RequestReader:
                 return Refusal(400, "malformed chunked body: a chunk longer than its size")
             self._chunked_size += size
             self._chunk_at = data_end + 2
+
+
+def _acting_for(request_line: bytes) -> str | None:
+    match = ACTING_FOR.match(request_line)
+    return match.group(1).decode("latin-1") if match else None
 
 
 def _text(values: list[bytes] | None) -> str | None:

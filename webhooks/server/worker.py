@@ -175,6 +175,8 @@ class BufferingWorker(ThreadWorker):
         conn.request = conn.reader.request()
         conn.whole_at_ns = time.time_ns()
         conn.client_key = head.authorization or head.cookie or conn.peer()
+        if head.acting_for and head.authorization:  # a platform key: one client per tenant it acts for
+            conn.client_key += " " + head.acting_for
         if not self.turns.put(conn.client_key, conn, active=conn.client_key != conn.peer()):
             metrics.API_REFUSED.labels("waiting_requests").inc()
             self._refuse(conn, 429, f"too many requests waiting: {self.turns.max_waiting} of this client's "

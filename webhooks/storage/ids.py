@@ -90,6 +90,11 @@ def new_ids(prefix: str, count: int, now_ms: int | None = None) -> list[str]:
     return [f"{prefix}_{_encode(millis, 10)}{_encode(random, 16)}" for millis, random in _monotonic.take(int(time.time() * 1000), count)]
 
 
+def id_floor(prefix: str, millis: int) -> str:
+    """The smallest id of this type made at or after ``millis`` (a bound for "created since")."""
+    return f"{prefix}_{_encode(millis, 10)}"
+
+
 def has_prefix(value: str, prefix: str) -> bool:
     """True if ``value`` looks like an id of this type (cheap check before a lookup)."""
     body = value[len(prefix) + 1 :]

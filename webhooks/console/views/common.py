@@ -1,4 +1,4 @@
-"""What the console's views share: 404 lookups, safe redirects back, running an audited action."""
+"""What the console's views share (the portal's too): 404 lookups, safe redirects back, running an audited action."""
 
 from __future__ import annotations
 
@@ -45,17 +45,21 @@ def perform(
     redirect_to: str,
     *,
     event_id: str | None = None,
+    actor: str | None = None,
+    shown_at: Callable[[Any], str] | None = None,
     **detail: Any,
 ) -> Response:
-    """Run an operator action, record it in the audit log and say how it went on the next page."""
+    """Run an action, record it in the audit log (as ``actor``, by default the staff member signed
+    in) and say how it went on the next page: ``redirect_to``, or where ``shown_at`` says its result
+    is shown. The portal runs its changes through it too."""
     try:
         result = run()
     except (actions.BrokerUnavailable, ValueError) as error:  # e.g. a cancelled delivery
         flash(f"Nothing was changed: {error}.", "error")
-    else:
-        audit.record(current_staff().email, action, target_type, target_id, event_id=event_id, **detail)
-        flash(done(result), "success")
-    return redirect(redirect_to, 303)
+        return redirect(redirect_to, 303)
+    audit.record(actor or current_staff().email, action, target_type, target_id, event_id=event_id, **detail)
+    flash(done(result), "success")
+    return redirect(shown_at(result) if shown_at else redirect_to, 303)
 
 
 def read_filter(args: Any, now: Any, **fixed: Any) -> tuple[DeliveryFilter, FieldErrors]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import accumulate, groupby
+from itertools import accumulate
 
 from flask import current_app, render_template, url_for
 from werkzeug.wrappers import Response
@@ -11,8 +11,9 @@ from webhooks import actions
 from webhooks.console.auth import operator_required
 from webhooks.console.blueprint import bp
 from webhooks.console.formatting import next_attempt_holds, requester_label, tier_label
+from webhooks.console.queries import event_timelines
 from webhooks.console.views.common import back, get_or_404, perform, staff_requester
-from webhooks.storage.models import ApiKey, Attempt, Delivery, Endpoint, Event, ManualAttempt, Tenant
+from webhooks.storage.models import ApiKey, Delivery, Event, ManualAttempt, Tenant
 
 #: How much of a stored response body the timeline shows (the rest is counted).
 BODY_PREVIEW = 2000
@@ -30,13 +31,7 @@ TRIGGERS = {"resend": "resend", "replay": "recover"}
 @bp.route("/events/<event_id>")
 def event(event_id: str) -> str:
     row = get_or_404(Event, event_id, "event")
-    deliveries = list(
-        Delivery.select(Delivery, Endpoint).join(Endpoint).where(Delivery.event == row.id).order_by(Delivery.id)
-    )
-    attempts = (
-        Attempt.select().where(Attempt.event == row.id).order_by(Attempt.delivery, Attempt.attempt_no)
-    )
-    timelines = {delivery_id: list(rows)[:MAX_ATTEMPTS] for delivery_id, rows in groupby(attempts, lambda a: a.delivery_id)}
+    deliveries, timelines = event_timelines(row.id, MAX_ATTEMPTS)
     ladder_nos = {attempt.id: number for timeline in timelines.values()
                   for attempt, number in zip(timeline, accumulate(a.trigger == "ladder" for a in timeline))}
     ladder = current_app.extensions["webhooks.settings"].ladder

@@ -16,10 +16,16 @@ REFUSAL_STATUS = {"unknown": 404, "used": 410, "expired": 410}
 
 @bp.get("/access/<token>")
 def open_link(token: str) -> Response | tuple[str, int]:
-    """Open the link: a session for its tenant starts on this browser, then the portal's first page."""
+    """Open the link: a session for its tenant starts on this browser, then the portal's first page.
+
+    A used link opened again by the browser whose session it started (the platform's page
+    reloaded with the same link in its frame) goes on to the portal: that session is still its own."""
     try:
         access.open_link(current_site(), token)
     except access.LinkRefused as refused:
+        live = sessions.current(current_site())
+        if refused.reason == "used" and live is not None and live.subject == refused.tenant_id:
+            return redirect(url_for("portal.endpoints"), 303)
         return render_template("portal/link_refused.html", reason=refused.reason), REFUSAL_STATUS[refused.reason]
     return redirect(url_for("portal.endpoints"), 303)
 

@@ -1,0 +1,151 @@
+"""Step ``portal`` (only with ``--only portal``): how fast the customer portal's pages answer for a
+tenant with a long history, on a fresh PostgreSQL database.
+
+Seeds (``bench.kit.seed``) ``--portal-events`` events (100,000 by default) spread over the last
+``--portal-days`` days (10) for one tenant and one endpoint, ``--portal-attempts`` attempts each
+(10: 1,000,000 attempts), every 50th delivery failed; then opens a portal session (a one-time
+link from ``webhooks.portal.access``) and requests each page ``--portal-requests`` times (after
+three unmeasured ones) through the app in this process (the Flask test client: the time is the
+app's and the database's, no network), reporting p50, p95 and the slowest. Target: p95 under
+100 ms for every page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import secrets
+import statistics
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import urlsplit
+
+from bench.kit.markdown import Add, heading
+from bench.kit.procs import Deadline
+from bench.kit.seed import seed
+from bench.kit.services import AMQP_URL, drop_database, fresh_database
+from bench.kit.step import Context, Results, Step
+from app import create_app
+from webhooks.cli import create_tenant, migrate
+from webhooks.config import Settings
+from webhooks.portal import access
+from webhooks.storage import db
+from webhooks.storage.models import Attempt, Delivery, Event, Tenant
+
+#: The page latency every portal page should stay under at p95 (issue 32).
+TARGET_P95_MS = 100.0
+
+#: Event types the seeded events take in turn.
+EVENT_TYPES = ("order.created", "order.paid", "invoice.paid", "refund.made")
+
+
+def pages(endpoint_id: str, event_id: str) -> dict[str, str]:
+    """Each portal page measured, by name."""
+    return {
+        "endpoints": "/portal/",
+        "endpoint": f"/portal/endpoints/{endpoint_id}",
+        "endpoint form (types with counts)": "/portal/endpoints/new",
+        "event log": "/portal/events",
+        "event log, one type": "/portal/events?event_type=refund.made",
+        "event log, failed": "/portal/events?status=failed",
+        "event log, last hour": "/portal/events?since=1h",
+        "event": f"/portal/events/{event_id}",
+    }
+
+
+def measure(client: Any, path: str, requests: int, deadline: Deadline) -> dict[str, float]:
+    for _ in range(3):
+        assert client.get(path).status_code == 200, path
+    times = []
+    for _ in range(requests):
+        deadline.check()
+        started = time.perf_counter()
+        response = client.get(path)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, path
+    times.sort()
+    return {"p50_ms": round(statistics.median(times), 1), "p95_ms": round(times[int(len(times) * 0.95) - 1], 1),
+            "max_ms": round(times[-1], 1)}
+
+
+def portal(context: Context, deadline: Deadline) -> Results:
+    args = context.args
+    events = args.portal_events or (5_000 if context.plan.quick else 100_000)
+    name = f"bench_portal_{os.getpid()}"
+    database_url = fresh_database(name)
+    settings = Settings.from_env(env={"DATABASE_URL": database_url, "AMQP_URL": AMQP_URL, "QUEUE_PREFIX": name,
+                                      "ALLOW_PRIVATE_TARGETS": "1", "SECRET_KEY": secrets.token_hex(16)})
+    try:
+        database = db.init_database(database_url)
+        migrate()
+        tenant = create_tenant("bench")
+        app = create_app({"SETTINGS": settings})
+        logging.getLogger("webhooks").setLevel(logging.WARNING)
+        client = app.test_client()
+        response = client.post("/v1/endpoints", json={"url": "http://127.0.0.1:9/hook"},
+                               headers={"Authorization": f"Bearer {tenant['api_key']}"})
+        assert response.status_code == 201, response.json
+        endpoint_id = response.json["id"]
+        span = timedelta(days=args.portal_days)
+        seeded_in = seed(database, tenant["id"], endpoint_id, events, args.portal_attempts, age=span,
+                         spacing=span / events, body_bytes=200, event_types=EVENT_TYPES)
+        database.execute_sql("UPDATE delivery SET status = 'failed' WHERE right(id, 2) IN ('00', '50')")
+        database.execute_sql("VACUUM ANALYZE delivery")
+        counts = {"events": Event.select().count(), "attempts": Attempt.select().count(),
+                  "failed deliveries": Delivery.select().where(Delivery.status == "failed").count()}
+        size = database.execute_sql("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
+        print(f"seeded {counts} in {seeded_in:.1f}s (database {size})", flush=True)
+        newest = Event.select(Event.id).order_by(Event.id.desc()).first().id
+        with app.app_context():
+            link = access.create_link(Tenant.get_by_id(tenant["id"]), None)
+        assert client.get(urlsplit(link.url).path).status_code == 303
+        figures = {page: measure(client, path, args.portal_requests, deadline)
+                   for page, path in pages(endpoint_id, newest).items()}
+        for page, figure in figures.items():
+            print(f"{page}: {figure}", flush=True)
+        return {
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
+            "seeded": {**counts, "days": args.portal_days, "seconds": round(seeded_in, 1), "database": size},
+            "requests_per_page": args.portal_requests,
+            "pages": figures,
+            "target_met": all(figure["p95_ms"] < TARGET_P95_MS for figure in figures.values()),
+        }
+    finally:
+        if not db.database.is_closed():
+            db.database.close()
+        if hasattr(db.database.obj, "close_all"):
+            db.database.obj.close_all()
+        drop_database(name)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("step portal")
+    group.add_argument("--portal-events", type=int, default=0, help="seeded events (default 100,000; 5,000 --quick)")
+    group.add_argument("--portal-attempts", type=int, default=10, help="attempts per seeded event")
+    group.add_argument("--portal-days", type=float, default=10.0, help="the seeded events span this many days to now")
+    group.add_argument("--portal-requests", type=int, default=40, help="measured requests per page")
+
+
+def section(r: dict[str, Any], add: Add) -> None:
+    step = r.get("portal")
+    if not heading(add, "Portal pages with a long history (`--only portal`)", step):
+        return
+    seeded = step["seeded"]
+    add(f"{seeded['events']:,} events and {seeded['attempts']:,} attempts over {seeded['days']:g} days for one tenant "
+        f"({seeded['database']}); {step['requests_per_page']} requests per page through the app in one process "
+        f"(no network), on PostgreSQL. Target: p95 under {TARGET_P95_MS:g} ms: "
+        f"{'met' if step['target_met'] else 'not met'}.")
+    add("")
+    add("| page | p50 | p95 | slowest |")
+    add("|---|---:|---:|---:|")
+    for page, figure in step["pages"].items():
+        add(f"| {page} | {figure['p50_ms']} ms | {figure['p95_ms']} ms | {figure['max_ms']} ms |")
+    add("")
+
+
+STEP = Step("portal", "portal pages with a long history", portal, lambda context: 1800 * context.budget, (section,),
+            full_run=False, add_arguments=add_arguments)
