@@ -27,7 +27,7 @@ ORDER = {
     "platform": 9,  # tenants: the platform's customers, made by the API and the CLI; a delete ends their portal sessions
     "top": 10,  # the entry points: app, web, worker, clock, cli, listen
 }
-HELPERS = {"durations", "logs", "event_types", "turns", "secrecy", "errors"}
+HELPERS = {"durations", "logs", "event_types", "turns", "secrecy", "errors", "sealing", "instance_file"}
 SHARED = {"config", "metrics"}
 SERVICES = {"actions", "readiness"}
 PLATFORM = {"tenants"}

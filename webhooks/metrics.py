@@ -46,6 +46,11 @@ WINDOW_CUTS = Counter(
     "latency: answers far slower than its baseline)", ["cause"],
 )
 
+REPUBLISHED = Counter(
+    "webhooks_republished", "Deliveries published again by the clock's sweeper: overdue, held by no worker, "
+    "their message lost or held out of reach (a lost broker node's waiting tier)",
+)
+
 TRACE_SPANS_DROPPED = Counter(
     "webhooks_trace_spans_dropped", "Trace spans that never reached the OTLP collector, by reason (queue_full: the "
     "export queue was full; export_failed: the collector did not take them)", ["reason"],

@@ -21,7 +21,7 @@ from webhooks.delivery.decide import Step, after_attempt
 from webhooks.delivery.lanes import Held, Slot
 from webhooks.delivery.database_work import Stopping
 from webhooks.delivery.runtime import Runtime
-from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, counts_towards_offline, without_nul
+from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, counts_towards_offline, kept_headers, without_nul
 from webhooks.delivery.window import Signal, signal_of
 from webhooks.storage.ids import new_id
 from webhooks.messaging.messages import DeliveryMessage
@@ -170,7 +170,8 @@ def attempt_fields(
         "url": url,
         "request_headers": headers,
         "response_status": result.status_code,
-        "response_headers": result.headers or None,
+        # Capped again here: a result from any destination is stored within the same bound.
+        "response_headers": kept_headers(result.headers.items()) or None,
         "response_body": _stored_body(result.body),
         "error_class": verdict.error_class,
         "error": result.error if verdict.delivered else verdict.summary,
