@@ -213,6 +213,23 @@ def other_tenant(database_url: str) -> SimpleNamespace:
 
 
 @pytest.fixture
+def platform_key(database_url: str) -> SimpleNamespace:
+    """A live platform key (``flask platform create-key``'s): ``.id`` and ``.api_key``."""
+    from webhooks.ingest.auth_keys import PLATFORM, create_api_key
+    from webhooks.storage.db import write
+
+    with db.database.connection_context(), write():
+        row, api_key = create_api_key(PLATFORM, "backend")
+    return SimpleNamespace(id=row.id, api_key=api_key)
+
+
+@pytest.fixture
+def platform(platform_key: SimpleNamespace) -> dict[str, str]:
+    """The Authorization header of the platform key."""
+    return {"Authorization": f"Bearer {platform_key.api_key}"}
+
+
+@pytest.fixture
 def auth() -> Callable[[SimpleNamespace], dict[str, str]]:
     """``auth(tenant)``: the Authorization header of that tenant."""
     return lambda tenant: {"Authorization": f"Bearer {tenant.api_key}"}
