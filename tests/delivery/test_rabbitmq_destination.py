@@ -181,3 +181,19 @@ def test_the_services_own_broker_vhost_is_refused_as_a_destination(client: Any, 
 @given(st.from_regex(PATTERN))
 def test_every_url_the_documented_pattern_allows_is_read(url: str) -> None:
     AmqpTarget.parse(url)
+
+
+def test_among_deliveries_at_once_only_the_unroutable_ones_fail(broker: SimpleNamespace) -> None:
+    async def run() -> list[Any]:
+        destination = RabbitMQ(timeout=5, policy=TargetPolicy(allow_private=True))
+        try:
+            urls = [url_of(broker, routing_key=ROUTING_KEY if n % 3 else "nobody.listens") for n in range(30)]
+            return list(await asyncio.gather(*[destination.deliver(url, parcel(f"evt_{n}")) for n, url in enumerate(urls)]))
+        finally:
+            await destination.close()
+
+    results = asyncio.run(run())
+
+    assert [r.error_class for r in results] == [None if n % 3 else "unroutable" for n in range(30)]
+    assert sorted(properties.message_id for properties, _ in received(broker)) == sorted(
+        f"evt_{n}" for n in range(30) if n % 3)

@@ -152,7 +152,10 @@ class _Link:
         self.broken: Failure = None
         self._published = 0
         self._confirms: dict[int, asyncio.Future[Failure]] = {}
-        self._returned: str | None = None
+        #: Each unconfirmed publish's identity (``_identity``), to match a return to it.
+        self._identities: dict[int, tuple[Any, ...]] = {}
+        #: Returns received, by tag: the confirm that follows fails them as unroutable.
+        self._returned: dict[int, str] = {}
         self._opening: asyncio.Task[None] | None = None
 
     @property
@@ -241,35 +244,46 @@ class _Link:
         tag = self._published
         confirmed: asyncio.Future[Failure] = self.loop.create_future()
         self._confirms[tag] = confirmed
+        properties = message_properties(parcel)
+        self._identities[tag] = _identity(properties)
         try:
             self.channel.basic_publish(self.target.exchange, self.target.routing_key, parcel.request.body,
-                                       message_properties(parcel), mandatory=True)
+                                       properties, mandatory=True)
         except (pika.exceptions.AMQPError, OSError) as error:
             self._confirms.pop(tag, None)
+            self._identities.pop(tag, None)
             self._fail(("connection", f"cannot publish to {self.target.where}: {error!r}"))
             return self.broken
         try:
             return await confirmed
         finally:
             self._confirms.pop(tag, None)
+            self._identities.pop(tag, None)
+            self._returned.pop(tag, None)
 
-    def _on_return(self, _channel: Any, method: pika.spec.Basic.Return, _properties: Any, _body: bytes) -> None:
-        # The broker sends a message's return just before its confirm: the next confirm's last tag is it.
-        self._returned = f"{method.reply_code} {method.reply_text}"
+    def _on_return(self, _channel: Any, method: pika.spec.Basic.Return, properties: pika.BasicProperties,
+                   _body: bytes) -> None:
+        # A return comes before the confirm of the same message, which it is matched to by its
+        # identity (the message id is the event's, so it cannot be a tag of ours).
+        identity = _identity(properties)
+        for tag, published in self._identities.items():
+            if published == identity and tag not in self._returned:
+                self._returned[tag] = f"{method.reply_code} {method.reply_text}"
+                return
 
     def _on_confirm(self, frame: pika.frame.Method) -> None:
         method = frame.method
         acked = isinstance(method, pika.spec.Basic.Ack)
         last = method.delivery_tag
         tags = [tag for tag in self._confirms if tag <= last] if method.multiple else [last]
-        returned, self._returned = self._returned, None
         for tag in tags:
             future = self._confirms.pop(tag, None)
+            returned = self._returned.pop(tag, None)
             if future is None or future.done():
                 continue
             if not acked:
                 future.set_result(("nack", f"{self.target.where} refused the message (basic.nack)"))
-            elif returned is not None and tag == last:
+            elif returned is not None:
                 future.set_result(("unroutable", f"exchange {self.target.exchange!r} at {self.target.where} routed "
                                                  f"routing key {self.target.routing_key!r} to no queue ({returned})"))
             else:
@@ -320,6 +334,13 @@ class RabbitMQ:
     async def close(self) -> None:
         for link in self._links.all():
             await link.close()
+
+
+def _identity(properties: pika.BasicProperties) -> tuple[Any, ...]:
+    """What tells one publish from another when the broker returns it: the event id, and the
+    signed timestamp and signature (one attempt's)."""
+    headers = properties.headers or {}
+    return properties.message_id, str(headers.get("webhook-timestamp")), str(headers.get("webhook-signature"))
 
 
 def _connect_failure(error: BaseException, target: AmqpTarget) -> tuple[str, str]:
