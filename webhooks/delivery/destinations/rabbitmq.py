@@ -37,6 +37,7 @@ from webhooks.delivery.destinations.base import (
     NAME_CHARS, USERINFO_CHARS, Kind, Parcel, failure, one_line, query_of, scheme_of,
 )
 from webhooks.delivery.destinations.kept import Kept
+from webhooks.delivery.broker import confirmed_tags
 from webhooks.delivery.guard import GuardedResolver
 from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.netguard import (
@@ -272,10 +273,7 @@ class _Link:
                 return
 
     def _on_confirm(self, frame: pika.frame.Method) -> None:
-        method = frame.method
-        acked = isinstance(method, pika.spec.Basic.Ack)
-        last = method.delivery_tag
-        tags = [tag for tag in self._confirms if tag <= last] if method.multiple else [last]
+        acked, tags = confirmed_tags(frame, list(self._confirms))
         for tag in tags:
             future = self._confirms.pop(tag, None)
             returned = self._returned.pop(tag, None)
