@@ -1,5 +1,8 @@
 """What one call to a webhook URL came to (``HttpResult``), and what its HTTP status means.
 
+Every kind of destination answers an ``HttpResult`` (``destinations.base``): one without
+HTTP statuses answers none, and an ``error_class`` only when it did not take the delivery.
+
 The meaning of a status is decided here once: ``classify`` reads it to judge the delivery,
 ``window`` to judge the receiver's capacity, and the record to judge the endpoint's health.
 How much of a receiver's headers is kept is decided here too (``kept_headers``).
@@ -95,4 +98,5 @@ class HttpResult:
 
     @property
     def ok(self) -> bool:
-        return self.error_class is None and self.status_code is not None and 200 <= self.status_code < 300
+        """Delivered: a 2xx, or (a destination without HTTP statuses) no status and no error."""
+        return self.error_class is None and (self.status_code is None or 200 <= self.status_code < 300)

@@ -168,7 +168,7 @@ def _describe(exc: Exception, timeout: float, *, body_started: bool) -> tuple[st
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return "dns", f"{exc.host} does not resolve ({exc.os_error})"
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return "connection", f"cannot connect to {exc.host}:{exc.port}: {_os_reason(exc.os_error)}"
+        return "connection", f"cannot connect to {exc.host}:{exc.port}: {os_reason(exc.os_error)}"
     if isinstance(exc, aiohttp.InvalidURL):
         return "protocol", f"invalid URL: {exc}"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
@@ -187,7 +187,7 @@ def _describe(exc: Exception, timeout: float, *, body_started: bool) -> tuple[st
     return None
 
 
-def _os_reason(error: OSError) -> str:
+def os_reason(error: OSError) -> str:
     """"Connection refused" rather than asyncio's "Connect call failed (...)"."""
     if error.errno is not None and error.errno in errno.errorcode:
         return os.strerror(error.errno)
