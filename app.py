@@ -31,20 +31,22 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["webhooks.settings"] = settings
 
-    from webhooks import logs
+    from webhooks import logs, sealing
     from webhooks.messaging import enqueuer
     from webhooks.storage import db
     from webhooks.web import init_web
 
     logs.configure()
+    sealing.configure(settings.secrets_key, app.instance_path)
     db.init_app(app, settings)
     enqueuer.init_app(app, settings.amqp_url, settings.publish_timeout, settings.topology)
     init_web(app)
     site_files.init_app(app)
 
-    from webhooks import cli, console, listen, portal
+    from webhooks import cli, console, listen, portal, secrets_cli
 
     cli.init_app(app)
+    secrets_cli.init_app(app)
     console.init_app(app)
     portal.init_app(app)
     listen.init_app(app)

@@ -1,6 +1,6 @@
 """Losing a RabbitMQ node under load: the service on a 3-node cluster, the leader of its primary queue killed.
 
-Usage: ``python bench/failover.py [--rate 200] [--seconds 300] [--down 45] [--quick]``
+Usage: ``python bench/failover.py [--rate 200] [--seconds 300] [--down 45] [--leave-down] [--quick]``
 (run it with the service's virtualenv; it never touches the machine's own broker).
 
 Starts a 3-node RabbitMQ cluster (``bench/cluster.py``) and, on a fresh PostgreSQL
@@ -12,13 +12,15 @@ of four event types, so each event is one delivery: two always answer 200, two a
 an eighth of their deliveries end in the dead-letter queue). A client posts events at
 ``--rate`` per second for ``--seconds``, each with its own ``Idempotency-Key``, sent again
 until it is accepted. Meanwhile: ``kill -9`` of the node leading the primary queue, a
-restart ``--down`` seconds later, then the same to the node leading it then (another one).
+restart ``--down`` seconds later, then the same to the node leading it then (another one),
+which ``--leave-down`` leaves down until the run's end (issue 36's scenario).
 
 Then it waits for every delivery to settle and reports: events accepted (the client saw
 the 202) and stored (committed: a client may time out on a request that succeeded), lost
 (must be 0), duplicates (< 1 %), the longest pause in deliveries after each kill, the
 requests the API refused around each kill and whether their retries got through, how late
-the ladder's retries were during each failover (and outside), and what the workers logged.
+the ladder's retries were during each failover (and outside), how long after the last POST
+the last event arrived (target: 60 s), and what the workers logged (deadlocks among it).
 Exit status 1 if a check fails. Timings on a shared 2-core machine are indicative only.
 """
 
@@ -67,6 +69,9 @@ ROUTES = {
 #: After a restart, this much longer still counts as the failover (seconds).
 RECOVERY = 30.0
 
+#: Every accepted event arrives within this long of the last POST, a node down or not (issue 36).
+ARRIVAL_TARGET = 60.0
+
 
 @dataclass
 class Kill:
@@ -92,6 +97,7 @@ class Faults:
     queue: str
     kill_at: tuple[float, float]
     down: float
+    leave_last_down: bool = False
     kills: list[Kill] = field(default_factory=list)
     error: BaseException | None = None
 
@@ -110,6 +116,9 @@ class Faults:
                 log(f"kill -9 {victim} ({'leader of' if kill.was_leader else 'a follower of'} {self.queue})")
                 kill.leader_after = self._leader_after(victim)
                 log(f"{self.queue} is led by {kill.leader_after}")
+                if self.leave_last_down and len(self.kills) == len(self.kill_at):
+                    log(f"{victim} stays down")
+                    continue
                 time.sleep(max(0.0, kill.at + self.down - time.time()))
                 self.cluster.restart(node)
                 kill.restarted_at = time.time()
@@ -142,6 +151,16 @@ def answers(dump: list[tuple[float, str, str]]) -> dict[tuple[str, str], list[tu
     return requests
 
 
+def first_successes(answered: dict[tuple[str, str], list[tuple[float, bool]]]) -> dict[str, float]:
+    """Per event id: when the receiver first answered it 2xx."""
+    firsts: dict[str, float] = {}
+    for (_, event_id), requests in answered.items():
+        times = [at for at, ok in requests if ok]
+        if times:
+            firsts[event_id] = min(times)
+    return firsts
+
+
 def longest_gap(times: list[float], start: float, end: float) -> tuple[float, float]:
     """(length, start) of the longest pause in arrivals between ``start`` and ``end`` (counted from ``start``
     when deliveries had already paused before it)."""
@@ -155,14 +174,23 @@ def longest_gap(times: list[float], start: float, end: float) -> tuple[float, fl
 
 def log_times(path: Path, pattern: str, since: float) -> list[float]:
     """Unix times of the lines of a process log matching ``pattern``, from ``since`` on."""
-    found = []
-    for line in path.read_text(errors="replace").splitlines():
-        match = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ", line)
-        if match and re.search(pattern, line):
-            at = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(match.group(2)) / 1000
-            if at >= since:
-                found.append(at)
-    return found
+    return [at for line in path.read_text(errors="replace").splitlines()
+            if re.search(pattern, line) and (at := line_time(line)) >= since]
+
+
+def log_values(path: Path, pattern: str, since: float) -> list[str]:
+    """The first group of ``pattern`` in each line of a process log from ``since`` on (logs are
+    appended to from run to run)."""
+    lines = path.read_text(errors="replace").splitlines()
+    return [match.group(1) for line in lines if (match := re.search(pattern, line)) and line_time(line) >= since]
+
+
+def line_time(line: str) -> float:
+    """Unix time of a log line (0 for a line without one)."""
+    match = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ", line)
+    if not match:
+        return 0.0
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(match.group(2)) / 1000
 
 
 def lateness(stack: ServiceStack) -> list[tuple[float, float]]:
@@ -261,12 +289,24 @@ def analyse(stack: ServiceStack, sent: list[dict[str, Any]], dump: list[tuple[fl
         }
     results["ladder retries outside the failovers, lateness"] = summary(
         [late for flag, (_, late) in zip(in_failover, retries) if not flag])
+    last_post = max((row["end"] for row in sent if row.get("status") == 202), default=load_start)
+    arrived = first_successes(answered)
+    late_events = sorted(at - last_post for at in arrived.values() if at - last_post > ARRIVAL_TARGET)
+    results["last event arrived after the last POST (s)"] = round(max(arrived.values(), default=last_post) - last_post, 1)
+    results[f"events first delivered more than {ARRIVAL_TARGET:.0f} s after the last POST"] = len(late_events)
+    results["worker and web log lines: deadlock detected"] = sum(
+        len(log_times(child.log_path, "deadlock detected", load_start))
+        for child in (*stack.workers, stack.web, stack.clock) if child is not None)
+    results["republished by the sweeper (clock log)"] = sum(
+        int(found) for found in log_values(stack.clock.log_path, r"published again (\d+) deliveries", load_start)
+    ) if stack.clock is not None else 0
     checks = {
         "every stored event delivered or exhausted (0 lost)": not lost and len(stored) > 0,
         "every event a client saw accepted was stored": not accepted.keys() - set(stored),
         "duplicates under 1 %": results["duplicate rate"] < 0.01,
         "every client got its 202 in the end": len(accepted) == len(sent),
         "every delivered delivery has its attempt log": results["attempt log missing"] == 0,
+        f"every event delivered within {ARRIVAL_TARGET:.0f} s of the last POST": not late_events,
     }
     return results, checks
 
@@ -286,6 +326,7 @@ def main() -> int:
     parser.add_argument("--down", type=float, default=45.0, help="seconds a killed node stays down")
     parser.add_argument("--settle", type=float, default=900.0, help="seconds to wait for deliveries after the load")
     parser.add_argument("--quick", action="store_true", help="CI size: 60 s at 50/s, nodes down 10 s")
+    parser.add_argument("--leave-down", action="store_true", help="the second killed node is not restarted")
     parser.add_argument("--kills", type=int, choices=(0, 1, 2), default=2, help="node kills (0: a baseline run)")
     parser.add_argument("--rabbitmq-defaults", action="store_true",
                         help="keep RabbitMQ's 180 s dead-letter confirm timeout instead of bench/cluster.py's 5 s")
@@ -315,7 +356,7 @@ def main() -> int:
     tenant = stack.tenant("failover")
     for event_type, path in ROUTES.items():
         stack.endpoint(tenant, receiver.url(path), event_types=[event_type])
-    faults = Faults(cluster, f"{stack.prefix}.deliver", kill_at, args.down)
+    faults = Faults(cluster, f"{stack.prefix}.deliver", kill_at, args.down, args.leave_down)
     count = int(args.rate * args.seconds)
     log(f"posting {count} events at {args.rate:g}/s; kill -9 at {', '.join(f'{at:.0f} s' for at in kill_at) or 'no time'}, "
         f"each node down {args.down:.0f} s")
@@ -324,7 +365,8 @@ def main() -> int:
     sent = stack.paced(tenant, count, args.rate, timeout=args.seconds + 900, event_types=list(ROUTES),
                        idempotency_prefix=f"failover-{os.getpid()}")
     log(f"load done: {sum(row['status'] == 202 for row in sent)} of {len(sent)} accepted; waiting for the kills")
-    while len(faults.kills) < len(kill_at) or (faults.kills and not faults.kills[-1].restarted_at):
+    while len(faults.kills) < len(kill_at) or (faults.kills and not faults.kills[-1].restarted_at
+                                                 and not args.leave_down):
         if faults.error is not None:
             raise faults.error
         time.sleep(0.5)

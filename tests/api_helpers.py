@@ -23,9 +23,11 @@ DEAD_AMQP_URL = "amqp://guest:guest@127.0.0.1:1/%2F"
 _attempt_clock = itertools.count(int(time.time() * 1000))
 
 
-def create_endpoint(client: FlaskClient, headers: dict[str, str], url: str = HOOK_URL, **fields: Any) -> dict[str, Any]:
-    """Register an endpoint (``url`` defaults to ``HOOK_URL``) and return the 201 body."""
-    response = client.post("/v1/endpoints", json={"url": url, **fields}, headers=headers)
+def create_endpoint(client: FlaskClient, headers: dict[str, str], url: str = HOOK_URL, *, prefix: str = "/v1",
+                    **fields: Any) -> dict[str, Any]:
+    """Register an endpoint (``url`` defaults to ``HOOK_URL``) and return the 201 body; ``prefix``
+    ``/v1/tenants/<id or uid>`` registers it for that tenant with a platform key."""
+    response = client.post(f"{prefix}/endpoints", json={"url": url, **fields}, headers=headers)
     assert response.status_code == 201, response.json
     return response.json
 
@@ -35,17 +37,20 @@ def post_event(
     headers: dict[str, str],
     event_type: str = "order.created",
     payload: dict[str, Any] | None = None,
+    *,
+    prefix: str = "/v1",
     **fields: Any,
 ) -> TestResponse:
-    """POST an event and return the response (not asserted: callers check bad cases too)."""
+    """POST an event and return the response (not asserted: callers check bad cases too); ``prefix`` as
+    for ``create_endpoint``."""
     body = {"event_type": event_type, "payload": {"order": 1} if payload is None else payload, **fields}
-    return client.post("/v1/events", json=body, headers=headers)
+    return client.post(f"{prefix}/events", json=body, headers=headers)
 
 
 def send(client: FlaskClient, headers: dict[str, str], event_type: str = "order.created",
-         payload: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+         payload: dict[str, Any] | None = None, *, prefix: str = "/v1", **fields: Any) -> dict[str, Any]:
     """POST an event that must be accepted (202) and return the event."""
-    response = post_event(client, headers, event_type, payload, **fields)
+    response = post_event(client, headers, event_type, payload, prefix=prefix, **fields)
     assert response.status_code == 202, response.json
     return response.json
 

@@ -22,6 +22,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from app import create_app
+from webhooks import sealing
 from webhooks.storage import db
 from webhooks.messaging.brokers import connect
 from webhooks.cli import create_tenant, migrate
@@ -43,6 +44,11 @@ DATABASE_KIND = os.environ.get("TEST_DATABASE", "sqlite")
 #: One prefix per test session, so suites running side by side on one broker never share a queue;
 #: ``.ci/run`` deletes stale ``test_*`` queues.
 SESSION_PREFIX = f"test_{os.getpid()}_{secrets.token_hex(3)}"
+
+#: The session's SECRETS_KEY: in this process (tests with no app of their own) and every
+#: subprocess the tests start, so they all open the same sealed secrets.
+TEST_SECRETS_KEY = sealing.new_key()
+sealing.configure(TEST_SECRETS_KEY)
 
 #: Every topology a test declared, deleted at the end of the session.
 _declared: dict[tuple[str, tuple[int, ...]], Topology] = {}
@@ -161,6 +167,7 @@ def make_settings(database_url: str) -> Callable[..., Settings]:
             "allow_private_targets": True,
             "relay_grace": 1.0,
             "secret_key": "test-secret-key",
+            "secrets_key": TEST_SECRETS_KEY,
         }
         settings = Settings.from_env(env={}, **{**defaults, **overrides})
         declare(settings.topology)
@@ -203,6 +210,23 @@ def tenant(database_url: str) -> SimpleNamespace:
 @pytest.fixture
 def other_tenant(database_url: str) -> SimpleNamespace:
     return _tenant("globex")
+
+
+@pytest.fixture
+def platform_key(database_url: str) -> SimpleNamespace:
+    """A live platform key (``flask platform create-key``'s): ``.id`` and ``.api_key``."""
+    from webhooks.ingest.auth_keys import PLATFORM, create_api_key
+    from webhooks.storage.db import write
+
+    with db.database.connection_context(), write():
+        row, api_key = create_api_key(PLATFORM, "backend")
+    return SimpleNamespace(id=row.id, api_key=api_key)
+
+
+@pytest.fixture
+def platform(platform_key: SimpleNamespace) -> dict[str, str]:
+    """The Authorization header of the platform key."""
+    return {"Authorization": f"Bearer {platform_key.api_key}"}
 
 
 @pytest.fixture
@@ -330,6 +354,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "ALLOW_PRIVATE_TARGETS": "1" if settings.allow_private_targets else "0",
         "RELAY_GRACE": str(settings.relay_grace),
         "SECRET_KEY": settings.secret_key or "test",
+        "SECRETS_KEY": settings.secrets_key or TEST_SECRETS_KEY,
     }
 
 

@@ -16,11 +16,11 @@ from types import TracebackType
 
 
 class TcpProxy:
-    """Forwards every connection on a free loopback port to ``127.0.0.1:target_port``."""
+    """Forwards every connection on a free loopback port (or ``port``) to ``127.0.0.1:target_port``."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, port: int = 0) -> None:
         self.target_port = target_port
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server(("127.0.0.1", port))
         self.port: int = self._listener.getsockname()[1]
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()

@@ -20,7 +20,7 @@ ORDER = {"kit": 0, "peers": 1, "steps": 2, "report": 3, "top": 4}
 
 #: Modules that run as programs of their own (``if __name__ == "__main__"``): the entry points,
 #: and the programs the steps start as processes.
-PROGRAMS = {"bench.run", "bench.chaos", "bench.failover", "bench.cluster", "bench.kit.receiver", "bench.kit.loadgen",
+PROGRAMS = {"bench.run", "bench.chaos", "bench.failover", "bench.cluster", "bench.attempt_page_memory", "bench.kit.receiver", "bench.kit.loadgen",
             "bench.kit.otlp_sink",
             "bench.peers.async_floor", "bench.peers.floor", "bench.peers.preload"}
 

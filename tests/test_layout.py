@@ -28,7 +28,7 @@ ORDER = {
     "svix": 9,  # the Svix API at /api/v1: a translation layer onto the API's schemas, the platform and the services
     "top": 10,  # the entry points: app, web, worker, clock, cli, listen
 }
-HELPERS = {"durations", "logs", "event_types", "turns", "secrecy", "errors"}
+HELPERS = {"durations", "logs", "event_types", "turns", "secrecy", "errors", "sealing", "instance_file"}
 SHARED = {"config", "metrics"}
 SERVICES = {"actions", "readiness"}
 PLATFORM = {"tenants"}

@@ -15,6 +15,8 @@ from typing import Any
 from webhooks.errors import BrokerError, InvalidInput
 from webhooks.config import ProbeInterval, Settings
 from webhooks.delivery import netguard
+from webhooks.delivery.destinations import check_target
+from webhooks.delivery.destinations.rabbitmq import own_broker_problem
 from webhooks.delivery.signing import generate_key
 from webhooks.health import presence, probes
 from webhooks.storage import db
@@ -242,13 +244,13 @@ class EndpointLimitReached(InvalidInput):
 
 
 def target_problem(url: str, settings: Settings) -> str | None:
-    """Why ``url`` may not be called (the SSRF rules of ``netguard``), or None."""
+    """Why ``url`` may not be called (the SSRF rules of ``netguard``; not this service's own broker vhost), or None."""
     policy = netguard.TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks)
     try:
-        netguard.check_url(url, policy)
+        check_target(url, policy)
     except (netguard.BlockedAddress, ValueError) as error:  # UnresolvableHost is a BlockedAddress
         return str(error)
-    return None
+    return own_broker_problem(url, settings.amqp_url)
 
 
 def _within_endpoint_limit(tenant_id: str, limit: int) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import peewee
 
-from webhooks import logs, metrics, tenants
+from webhooks import logs, metrics, sealing, tenants
 from webhooks.observability import tracing
 from webhooks.delivery import sweeper
 from webhooks.health import alert_emails, operational, probes, recovery
@@ -175,7 +175,7 @@ def jobs(settings: Settings, publisher: Publisher) -> list[Job]:
         Job("probes", PROBE_EVERY_SECONDS, lambda: probes.probe_due(publisher, topology, settings.probe_interval)),
         Job("operational events", 0.5, lambda: operational.raise_pending(publisher, topology)),
         Job("disable failing", 60.0, lambda: recovery.disable_failing(settings.disable_after)),
-        Job("lost messages", 60.0, lambda: sweeper.sweep(publisher, topology, settings.amqp_url)),
+        Job("lost messages", sweeper.SWEEP_EVERY_SECONDS, lambda: sweeper.sweep(publisher, topology, settings.amqp_url)),
         Job("idempotency keys", 300.0, expire_idempotency_keys),
         Job("retention", retention.PASS_EVERY_SECONDS, purger.run),
         Job("deleted tenants", 60.0, tenants.purge_deleted),
@@ -260,6 +260,7 @@ def main() -> int:
     logs.configure()
     settings = Settings.from_env()
     db.init_database(settings.database_url)
+    sealing.configure(settings.secrets_key)  # opens the endpoints' secrets (instance/secrets_key if unset)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from webhooks import sealing
+from webhooks.instance_file import generated_once
 from webhooks.messaging.brokers import broker_parameters
 from webhooks.durations import parse_seconds
 from webhooks.messaging.ladder import DEFAULT_LADDER, Ladder
@@ -82,6 +84,9 @@ class Settings:
     allow_private_targets: bool = False
     allowed_target_networks: str = ""
     secret_key: str | None = None
+    #: Keys sealing secrets at rest, comma-separated, the sealing one first (``webhooks.sealing``);
+    #: None: one generated once into ``instance/secrets_key``.
+    secrets_key: str | None = field(default=None, repr=False)
     secret_rotation_overlap: float = 24 * 3600.0
     max_body_bytes: int = 262_144
     #: Events per second per tenant (single and batched alike); the bucket holds one second's worth.
@@ -145,6 +150,8 @@ class Settings:
         if self.portal_session_ttl <= 0:
             raise ValueError(f"PORTAL_SESSION_TTL must be a duration above zero (got {self.portal_session_ttl:g}s)")
         broker_parameters(self.amqp_url, self.publish_timeout)  # a bad AMQP_URL stops every process at start
+        if self.secrets_key is not None:
+            sealing.parse_keys(self.secrets_key)  # a malformed key stops every process at start
         if self.retention_days < 1:
             raise ValueError(f"RETENTION_DAYS must be {RETENTION_DAYS_RULE} (got {self.retention_days})")
         if not 1 <= self.worker_prefetch <= MAX_PREFETCH:
@@ -177,6 +184,7 @@ class Settings:
             allow_private_targets=env.get("ALLOW_PRIVATE_TARGETS", "0") == "1",
             allowed_target_networks=env.get("ALLOWED_TARGET_NETWORKS", ""),
             secret_key=env.get("SECRET_KEY") or None,
+            secrets_key=env.get("SECRETS_KEY") or None,
             secret_rotation_overlap=parse_seconds(env.get("SECRET_ROTATION_OVERLAP", "24h")),
             max_body_bytes=int(env.get("MAX_BODY_BYTES", cls.max_body_bytes)),
             ingest_rate_limit=float(env.get("INGEST_RATE_LIMIT", cls.ingest_rate_limit)),
@@ -237,19 +245,5 @@ class Settings:
         """
         if self.secret_key:
             return self
-        path = Path(instance_path) / "secret_key"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            # Write aside, then link into place: link fails if another process won the
-            # race, and nobody ever reads a half-written file.
-            temp = path.with_name(f".secret_key.{os.getpid()}")
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(secrets.token_hex(32))
-            try:
-                os.link(temp, path)
-            except FileExistsError:
-                pass
-            finally:
-                temp.unlink()
-        return replace(self, secret_key=path.read_text().strip())
+        key = generated_once(Path(instance_path) / "secret_key", lambda: secrets.token_hex(32))
+        return replace(self, secret_key=key)

@@ -30,7 +30,7 @@ from webhooks.storage.statuses import DeliveryStatus
 log = logging.getLogger(__name__)
 
 DELIVERIES = Counter("webhooks_deliveries", "Attempts recorded, by the delivery's resulting status", ["outcome"])
-ATTEMPTS = Counter("webhooks_attempts", "HTTP attempts by status class (2xx…5xx, or error)", ["status_class"])
+ATTEMPTS = Counter("webhooks_attempts", "Attempts by status class (2xx…5xx, accepted by a destination without HTTP statuses, or error)", ["status_class"])
 ATTEMPT_SECONDS = Histogram(
     "webhooks_attempt_duration_seconds",
     "Duration of an attempt, request to response",
@@ -44,6 +44,11 @@ API_REFUSED = Counter(
 WINDOW_CUTS = Counter(
     "webhooks_window_cuts", "Cuts of an endpoint's concurrency window, by cause (failure: timeout, error, 5xx, 429; "
     "latency: answers far slower than its baseline)", ["cause"],
+)
+
+REPUBLISHED = Counter(
+    "webhooks_republished", "Deliveries published again by the clock's sweeper: overdue, held by no worker, "
+    "their message lost or held out of reach (a lost broker node's waiting tier)",
 )
 
 TRACE_SPANS_DROPPED = Counter(
@@ -68,10 +73,14 @@ def spans_dropped(reason: str, spans: int) -> None:
     TRACE_SPANS_DROPPED.labels(reason).inc(spans)
 
 
-def observe_attempt(status_code: int | None, seconds: float, outcome: str) -> None:
-    """Count one recorded attempt (called by the worker)."""
+def observe_attempt(status_code: int | None, error_class: str | None, seconds: float, outcome: str) -> None:
+    """Count one recorded attempt (called by the worker): by status class, ``error`` when no answer
+    came, ``accepted`` when a destination without HTTP statuses (a Redis stream) took it."""
     DELIVERIES.labels(outcome).inc()
-    ATTEMPTS.labels("error" if status_code is None else f"{status_code // 100}xx").inc()
+    if status_code is not None:
+        ATTEMPTS.labels(f"{status_code // 100}xx").inc()
+    else:
+        ATTEMPTS.labels("accepted" if error_class is None else "error").inc()
     ATTEMPT_SECONDS.observe(seconds)
 
 

@@ -1,6 +1,6 @@
-"""Tenants, the platform's customers: create, change, find, soft delete, and purge once deleted.
+"""Tenants, the platform's customers: create, change, soft delete, and purge once deleted.
 
-Shared by ``flask tenant create`` and ``/v1/tenants``. Names (whatever their case) and
+Shared by ``flask tenant create``, ``/v1/tenants`` and the clock. Names (whatever their case) and
 uids are unique among live tenants. Deleting a tenant is a soft delete that is safe while
 its deliveries are in flight (see ``delete_tenant``); the clock purges its rows after
 ``PURGE_AFTER``.

@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import Any
 
-from webhooks import logs, metrics
+from webhooks import logs, metrics, sealing
 from webhooks.observability import tracing
 from webhooks.storage import db
 from webhooks.config import Settings
@@ -56,6 +56,7 @@ def main() -> int:
     logs.configure()
     settings = Settings.from_env()
     db.init_database(settings.database_url)
+    sealing.configure(settings.secrets_key)  # opens the endpoints' secrets (instance/secrets_key if unset)
     raise_open_files_limit()
     tune_garbage_collector()
     engine = Engine(settings)

@@ -392,6 +392,16 @@ class ServiceStack:
         events = result["count"] * (batch or 1)
         return {**result, "count": events, "rps": events / result["seconds"]}
 
+    def wait_published(self, timeout: float = 120.0) -> float | None:
+        """Seconds until no delivery is left unmarked (the enqueuer published and marked them all);
+        None: not within ``timeout``."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self.sql.value("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL") == 0:
+                return time.monotonic() - started
+            time.sleep(0.1)
+        return None
+
     def delete_queues(self) -> None:
         services.delete_broker_objects(self.prefix + ".", exchanges=[self.prefix])
 

@@ -14,8 +14,10 @@ types (``bench.type.000`` … ``.099``, ~1 KB each, ``bench/kit/payload.py``):
 - ``catalog, range filters``: the same, with filters that have no equality, so that each is
   evaluated for every event.
 
-The runs alternate (baseline, catalog, baseline, …) so that what else the machine does weighs
-on both alike; the figure is each side's median events/s and the loss between them.
+The runs alternate (baseline, catalog, range filters, baseline, …) so that what else the machine
+does weighs on every side alike, each after the previous run's deliveries are all published in
+the background (so that no run shares the cores with another's publishing); the figure is each
+side's median events/s and the loss against the baseline.
 Afterwards each stack must have one delivery per event (the filters let nothing through).
 """
 
@@ -24,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -138,12 +139,13 @@ def catalog(context: Context, deadline: Deadline) -> Results:
             sides[name] = (stack, _prepare(stack, with_catalog, fields_of))
         for name, (stack, key) in sides.items():  # warm-up: connections, prepared statements, validators
             stack.burst([key], body, 20 * BATCH, CONNECTIONS, PROCESSES, BATCH)
+            stack.wait_published()
         rates: dict[str, list[float]] = {name: [] for name in sides}
         for round_no in range(rounds):
             for name, (stack, key) in sides.items():
                 deadline.check()
-                time.sleep(1.0)  # the other side's background publishing settles
                 result = stack.burst([key], body, count, CONNECTIONS, PROCESSES, BATCH)
+                stack.wait_published()  # its deliveries published before the next side runs: no overlap
                 rates[name].append(result["rps"])
                 log(f"   round {round_no + 1} {name}: {result['count']} events in {result['seconds']:.2f} s = "
                     f"{result['rps']:,.0f} events/s, statuses {result['statuses']}")

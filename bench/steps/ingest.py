@@ -125,23 +125,12 @@ def request_body(batch: int) -> bytes:
     return json.dumps([json.loads(event_request())] * batch, separators=(",", ":")).encode()
 
 
-def wait_published(stack: ServiceStack, timeout: float = 120.0) -> float | None:
-    """Seconds until no delivery is left unmarked (the enqueuer published and marked them all);
-    None: not within ``timeout``."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if stack.sql.value("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL") == 0:
-            return time.monotonic() - started
-        time.sleep(0.1)
-    return None
-
-
 def measure(stack: ServiceStack, keys: list[str], *, count: int, batch: int = 0, repeat: int = 3, warmup: int = 300,
             connections: int = 8, processes: int = 2, profile_to: str | None = None,
             endpoints: int = 1, say: Any = print) -> dict[str, Any]:
     """Warm up, then ``repeat`` runs of ``count`` events; events/s, CPU ms per event by part, publish lag."""
     stack.burst(keys, request_body(batch), max(warmup, batch), connections, processes, batch)
-    wait_published(stack)
+    stack.wait_published()
     runs = []
     for run in range(repeat):
         spies = []
@@ -151,7 +140,7 @@ def measure(stack: ServiceStack, keys: list[str], *, count: int, batch: int = 0,
         meter = CpuMeter(stack)
         before = meter.sample()
         result = stack.burst(keys, request_body(batch), count, connections, processes, batch)
-        lag = wait_published(stack)
+        lag = stack.wait_published()
         after = meter.sample()
         cpu = {name: round(1000 * (after[name] - before[name]) / result["count"], 3) for name in after}
         runs.append({"events": result["count"], "seconds": result["seconds"], "rate": result["rps"],

@@ -17,6 +17,7 @@ from tests.api_helpers import (
     post_event,
     row_counts,
 )
+from webhooks.storage.size_budget import MAX_ATTEMPT_PAGE_CHARS
 from webhooks.storage.models import Delivery, Event, IdempotencyKey
 
 #: The helpers' fixtures (``headers``, ``make_app``); to merge into conftest.py.
@@ -347,6 +348,38 @@ def test_delivery_attempts_page_through_everything(client: FlaskClient, headers:
         url = page["next_cursor"] and f"/v1/deliveries/{delivery_id}/attempts?limit=2&cursor={page['next_cursor']}"
 
     assert seen == made[::-1]
+
+
+def test_a_page_of_attempts_stops_at_its_size_budget_and_goes_on_from_there(
+    client: FlaskClient, headers: dict[str, str]
+) -> None:
+    create_endpoint(client, headers)
+    delivery_id = post_event(client, headers).json["deliveries"][0]["id"]
+    # Stored before headers were capped: 961 KB of headers each.
+    huge = {f"x-big-{n}": "v" * 8000 for n in range(120)}
+    made = [make_attempt(delivery_id, n, response_headers=huge).id for n in range(1, 8)]
+
+    url = f"/v1/deliveries/{delivery_id}/attempts?limit=250"
+    pages: list[list[str]] = []
+    while url:
+        response = client.get(url, headers=headers)
+        assert len(response.data) < 2 * MAX_ATTEMPT_PAGE_CHARS
+        page = response.json
+        pages.append([a["id"] for a in page["data"]])
+        url = page["next_cursor"] and f"/v1/deliveries/{delivery_id}/attempts?limit=250&cursor={page['next_cursor']}"
+
+    assert [len(ids) for ids in pages] == [4, 3]  # 4 x 961 KB fit in 4 MB, 5 would not
+    assert sum(pages, []) == made[::-1]
+
+
+def test_one_attempt_larger_than_the_budget_still_makes_a_page(client: FlaskClient, headers: dict[str, str]) -> None:
+    create_endpoint(client, headers)
+    delivery_id = post_event(client, headers).json["deliveries"][0]["id"]
+    made = [make_attempt(delivery_id, n, response_body="b" * (MAX_ATTEMPT_PAGE_CHARS + 1)).id for n in (1, 2)]
+
+    page = client.get(f"/v1/deliveries/{delivery_id}/attempts", headers=headers).json
+
+    assert ([a["id"] for a in page["data"]], page["has_more"], page["next_cursor"]) == ([made[1]], True, made[1])
 
 
 # --- resend ------------------------------------------------------------------------------

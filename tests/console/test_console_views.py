@@ -113,6 +113,22 @@ def test_event_page_shows_the_payload_and_every_attempt_with_tier_headers_and_re
     assert f'/console/deliveries/{delivery.id}/resend' in html
 
 
+def test_event_page_shows_attempts_up_to_its_size_budget_and_says_how_many_it_left_out(
+    client: FlaskClient, headers
+) -> None:
+    delivery = failed_delivery(client, headers, attempts=0)
+    huge = {f"x-big-{n}": "v" * 8000 for n in range(120)}  # stored before headers were capped: 961 KB
+    for number in range(1, 7):
+        make_attempt(delivery.id, number, response_headers=huge)
+    log_in(client, "viewer")
+
+    html = page(client, f"/console/events/{delivery.event_id}")
+
+    assert html.count('class="attempt"') == 4  # 4 x 961 KB fit in 4 MB
+    assert "2 later attempts of this event are not shown" in html
+    assert f"GET /v1/events/{delivery.event_id}/attempts" in html
+
+
 def test_a_viewer_sees_no_operator_buttons(client: FlaskClient, headers) -> None:
     delivery = failed_delivery(client, headers)
     log_in(client, "viewer")

@@ -28,7 +28,7 @@ import pytest
 
 from tests.receivers import Receiver, always, drip, raw_server, sequence, sleep_then, unused_port
 from webhooks.delivery.guard import GuardedConnector, GuardedResolver
-from webhooks.delivery.http_result import HttpResult
+from webhooks.delivery.http_result import MAX_KEPT_HEADERS, HttpResult
 from webhooks.delivery.sender import Sender
 from webhooks.delivery.netguard import RESOLVES_TO_BLOCKED, IPAddress, Resolver, TargetPolicy, check_url
 
@@ -122,6 +122,16 @@ def test_2xx_is_ok_with_body_and_lowercased_headers() -> None:
     assert result.headers["content-length"] == "6"
     assert all(name == name.lower() for name in result.headers)
     assert result.duration_ms > 0
+
+
+def test_a_receivers_headers_are_kept_up_to_8_kb_in_all() -> None:
+    many = [(f"X-Big-{n}", "v" * 8000) for n in range(120)]  # 961 KB of headers, as the attack sent
+    with Receiver(always(200, many, b"ok")) as receiver:
+        result = post(receiver.url + "/hook")
+    assert result.ok
+    assert sum(len(name) + len(value) for name, value in result.headers.items()) <= MAX_KEPT_HEADERS
+    assert result.headers["x-big-0"] == "v" * 8000  # the first ones whole, in the order received
+    assert "x-big-119" not in result.headers
 
 
 def test_request_is_a_post_with_headers_and_body_verbatim() -> None:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
 import pika
+from prometheus_client import REGISTRY
 
 from tests.conftest import amqp_channel, queue_messages, wait_until
 from tests.receivers import Receiver, always
-from tests.api_helpers import create_endpoint, send
+from tests.api_helpers import create_endpoint, make_attempt, send
 from webhooks.delivery import sweeper
 from webhooks.storage.models import Delivery
 from webhooks.messaging.publisher import Publisher
+from webhooks.storage.ids import new_id
 from webhooks.storage.timeutil import utcnow
 
 #: How long ago the lost deliveries were due, against the sweeper's threshold.
@@ -70,7 +73,8 @@ def test_deliveries_held_by_a_worker_or_waiting_in_the_database_are_not_copied(
     overdue()
     Delivery.update(lease_until=utcnow() + timedelta(seconds=30)).where(Delivery.id == leased.id).execute()
     Delivery.update(spilled_at=utcnow()).where(Delivery.id == spilled.id).execute()
-    Delivery.update(next_attempt_at=utcnow() - timedelta(seconds=30)).where(Delivery.id == recent.id).execute()
+    Delivery.update(next_attempt_at=utcnow() - timedelta(seconds=sweeper.STUCK_AFTER_SECONDS / 2)).where(
+        Delivery.id == recent.id).execute()
 
     assert sweep(settings) == 0
     assert queue_messages(settings.topology.primary) == []
@@ -93,3 +97,23 @@ def test_nothing_is_swept_while_the_primary_queue_has_a_backlog(client: Any, ten
     wait_until(lambda: (sweeper.primary_ready(settings.amqp_url, settings.topology) or 0) >= sweeper.QUIET_QUEUE_BELOW)
 
     assert sweep(settings) == 0, "a late delivery is waiting its turn in the queue"
+
+
+def test_a_delivery_of_an_endpoint_still_being_worked_through_is_not_copied_until_the_endpoint_is_idle(
+    client: Any, tenant: Any, auth: Any, settings: Any
+) -> None:
+    """Overdue, yet maybe waiting its turn in a worker's memory: its endpoint made an attempt lately."""
+    create_endpoint(client, auth(tenant), "http://127.0.0.1:9/hook")
+    send(client, auth(tenant))
+    wait_until(lambda: not Delivery.select().where(Delivery.enqueued_at.is_null()).exists())
+    lose_messages(settings)
+    overdue()
+    (delivery,) = Delivery.select()
+    seconds_ago = lambda seconds: int((time.time() - seconds) * 1000)  # noqa: E731
+    lately = make_attempt(delivery.id, 90, id=new_id("att", now_ms=seconds_ago(sweeper.IDLE_FOR_SECONDS / 2)))
+
+    assert sweep(settings) == 0, "its endpoint is moving: the delivery may be waiting its turn"
+
+    lately.delete_instance()
+    make_attempt(delivery.id, 91, id=new_id("att", now_ms=seconds_ago(sweeper.IDLE_FOR_SECONDS + 5)))
+    assert sweep(settings) == 1

@@ -1,5 +1,6 @@
-"""The portal in a real headless Chromium, embedded in another origin's page: a customer opens
-the link inside the platform's iframe, registers an endpoint, sends a test event and sees its
+"""The portal in a real headless Chromium, embedded in another origin's page: a platform key creates
+a tenant and its endpoint, posts events for it and asks for portal access; the customer opens the
+link inside the platform's iframe, registers an endpoint, sends a test event and sees its
 attempt, rotates the secret, and a receiver verifies with the official ``standardwebhooks``
 library. A view-only session has no controls; used, expired and ended links have their pages.
 Screenshots of every page go to ``docs/portal/`` (shown in docs/platforms.md)."""
@@ -13,16 +14,17 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import urlsplit
 
 import pytest
 from flask import Flask
 from playwright.sync_api import Browser, FrameLocator, Page, expect
 from standardwebhooks import Webhook
 
+from tests.api_helpers import create_endpoint as register
+from tests.api_helpers import send
+from tests.browser import UNLABELLED, WATCH_CSP, violations
 from tests.conftest import wait_until
-from tests.console.test_console_browser import base_url, browser  # noqa: F401 (fixtures)
-from tests.console.test_console_pages_browser import UNLABELLED, WATCH_CSP, violations
-from tests.delivery.test_delivery_e2e import register, send
 from tests.portal_helpers import portal_link
 from tests.receivers import Receiver, always
 from webhooks.pages.models import PageSession
@@ -105,17 +107,24 @@ def phone_problems(browser: Browser, link: str, pages: dict[str, str]) -> dict[s
     return found
 
 
-def test_a_customer_manages_webhooks_in_the_portal_embedded_in_the_platforms_page(
-    browser: Browser, app: Flask, base_url: str, embedder: Embedder, client, tenant: SimpleNamespace,  # noqa: F811
-    auth, settings, start_worker,
+def test_a_platform_brings_its_customer_into_the_portal_embedded_in_its_own_page(
+    browser: Browser, app: Flask, base_url: str, embedder: Embedder, client, platform: dict[str, str],
+    settings, start_worker,
 ) -> None:
     with Receiver(always(204)) as first, Receiver(always(204)) as second:
-        register(client, auth(tenant), first.url + "/orders", event_types=["order.created"])
+        # The platform's backend, with its platform key: a tenant for its customer, an endpoint, events, a link.
+        created = client.post("/v1/tenants", json={"name": "Globex", "uid": "cus_42"}, headers=platform)
+        assert created.status_code == 201, created.json
+        tenant = SimpleNamespace(id=created.json["id"])
+        acting = "/v1/tenants/cus_42"
+        register(client, platform, first.url + "/orders", prefix=acting, event_types=["order.created"])
         for n in range(3):
-            send(client, auth(tenant), "order.created", payload={"order": n})
-        send(client, auth(tenant), "invoice.paid", payload={"invoice": 7})
+            send(client, platform, "order.created", payload={"order": n}, prefix=acting)
+        send(client, platform, "invoice.paid", payload={"invoice": 7}, prefix=acting)
         start_worker(settings)
-        embedder.src = base_url + portal_link(app, tenant, None)
+        access = client.post(f"{acting}/portal-access", json={}, headers=platform)
+        assert access.status_code == 201, access.json
+        embedder.src = base_url + urlsplit(access.json["url"]).path
 
         context = browser.new_context(viewport={"width": 1280, "height": 1700})
         page = context.new_page()
@@ -158,7 +167,7 @@ def test_a_customer_manages_webhooks_in_the_portal_embedded_in_the_platforms_pag
         new_secret = frame.locator("#secret-value").inner_text()
         assert new_secret == Endpoint.get_by_id(endpoint.id).secret != endpoint.secret
         shot(page, "endpoint")
-        event = send(client, auth(tenant), "invoice.paid", payload={"invoice": 8})
+        event = send(client, platform, "invoice.paid", payload={"invoice": 8}, prefix=acting)
         request = next(r for r in second.wait_for(2, timeout=15) if r.headers["webhook-id"] == event["id"])
         assert Webhook(new_secret).verify(request.body, dict(request.headers)) == {
             "type": "invoice.paid", "timestamp": json.loads(request.body)["timestamp"], "data": {"invoice": 8}}
@@ -169,11 +178,11 @@ def test_a_customer_manages_webhooks_in_the_portal_embedded_in_the_platforms_pag
         page.wait_for_timeout(300)  # the frame's new page painted before the screenshot
         shot(page, "events")
         # A third endpoint that is down: what waits for it, and how long it takes to catch up once back.
-        down = register(client, auth(tenant), "http://127.0.0.1:9/shipments", event_types=["shipment.sent"])
+        down = register(client, platform, "http://127.0.0.1:9/shipments", prefix=acting, event_types=["shipment.sent"])
         Endpoint.update(health="offline", offline_since=utcnow() - timedelta(minutes=12)).where(
             Endpoint.id == down["id"]).execute()
         for n in range(3):
-            send(client, auth(tenant), "shipment.sent", payload={"shipment": n})
+            send(client, platform, "shipment.sent", payload={"shipment": n}, prefix=acting)
         frame.get_by_role("link", name="Endpoints").click()
         expect(frame.get_by_text("Invoices to our billing system")).to_be_visible()
         expect(frame.get_by_text("3 waiting since")).to_be_visible()
@@ -195,7 +204,7 @@ def test_a_customer_manages_webhooks_in_the_portal_embedded_in_the_platforms_pag
 
 
 def test_a_view_only_session_has_no_controls(
-    browser: Browser, app: Flask, base_url: str, client, tenant: SimpleNamespace, auth  # noqa: F811
+    browser: Browser, app: Flask, base_url: str, client, tenant: SimpleNamespace, auth
 ) -> None:
     register(client, auth(tenant), "http://127.0.0.1:9/orders")
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
@@ -209,7 +218,7 @@ def test_a_view_only_session_has_no_controls(
 
 
 def test_used_expired_and_ended_links_each_have_their_page_and_another_tenants_ids_are_not_found(
-    browser: Browser, app: Flask, base_url: str, client, auth, tenant: SimpleNamespace,  # noqa: F811
+    browser: Browser, app: Flask, base_url: str, client, auth, tenant: SimpleNamespace,
     other_tenant: SimpleNamespace,
 ) -> None:
     endpoint = register(client, auth(tenant), "http://127.0.0.1:9/orders")
@@ -256,7 +265,7 @@ def tab_to(page: Page, name: str, limit: int = 40) -> None:
 
 
 def test_a_customer_adds_an_endpoint_and_sends_a_test_event_by_keyboard_alone(
-    browser: Browser, app: Flask, base_url: str, tenant: SimpleNamespace  # noqa: F811
+    browser: Browser, app: Flask, base_url: str, tenant: SimpleNamespace
 ) -> None:
     page = browser.new_context(viewport={"width": PHONE, "height": 800}).new_page()
     page.goto(base_url + portal_link(app, tenant))

@@ -69,7 +69,7 @@ def test_the_endpoint_form_says_what_is_wrong_in_the_apis_words(app: Flask, tena
     assert page.status_code == 400
     body = text(page)
     assert "There is a problem" in body and 'href="#field-url"' in body
-    assert "URL: URL scheme must be http or https, not &#39;ftp&#39;" in body and "Rate limit: Not a valid integer" in body
+    assert "URL: URL scheme must be http, https, amqp, amqps, redis or rediss, not &#39;ftp&#39;" in body and "Rate limit: Not a valid integer" in body
     assert Endpoint.select().count() == 0
 
 
@@ -236,3 +236,22 @@ def test_payload_json_is_shown_indented(app: Flask, client: FlaskClient, tenant:
     page = text(portal_client(app, tenant).get(f"/portal/events/{event}"))
 
     assert json.dumps({"a": {"b": 1}}, indent=2).replace('"', "&#34;") in page
+
+
+def test_a_destinations_password_is_never_shown_and_saving_the_form_as_shown_keeps_it(
+    app: Flask, client: FlaskClient, tenant: SimpleNamespace, headers: dict[str, str]
+) -> None:
+    url = "redis://app:hunter2@127.0.0.1:6379/0?stream=orders"
+    endpoint = create_endpoint(client, headers, url)
+    browser = portal_client(app, tenant)
+
+    pages = [text(browser.get(path)) for path in
+             ("/portal/endpoints", f"/portal/endpoints/{endpoint['id']}", f"/portal/endpoints/{endpoint['id']}/edit")]
+    saved = portal_post(browser, f"/portal/endpoints/{endpoint['id']}/edit",
+                        {"url": "redis://app:***@127.0.0.1:6379/0?stream=orders", "description": "new"})
+
+    assert not any("hunter2" in page for page in pages)
+    assert "redis://app:***@127.0.0.1:6379/0?stream=orders" in pages[1]
+    assert saved.status_code == 303
+    row = Endpoint.get_by_id(endpoint["id"])
+    assert (row.url, row.description) == (url, "new")

@@ -11,6 +11,7 @@ from flask_smorest import abort
 from webhooks.actions import Requester
 from webhooks.storage.ids import has_prefix
 from webhooks.storage.models import Attempt, BaseModel, Delivery, Endpoint, Event, Tenant
+from webhooks.storage.size_budget import ATTEMPT_CHARS, MAX_ATTEMPT_PAGE_CHARS, keys_within
 
 #: The models a tenant owns and the API looks up by id.
 M = TypeVar("M", Endpoint, Event, Delivery)
@@ -25,6 +26,7 @@ OWNED: dict[type[BaseModel], tuple[str, str]] = {
 
 #: ``recent_attempts`` of a delivery shows at most this many.
 RECENT_ATTEMPTS = 20
+
 
 
 def current_tenant() -> Tenant:
@@ -62,6 +64,7 @@ def cursor_page(
     newest_first: bool = False,
     feed: bool = False,
     prefetch: tuple[peewee.ModelSelect[Any], ...] = (),
+    size: tuple[peewee.ColumnBase, int] | None = None,
 ) -> dict[str, Any]:
     """One page ``{data, next_cursor, has_more}`` of ``query`` ordered by the unique ``key``.
 
@@ -69,14 +72,24 @@ def cursor_page(
     is the last row's key; when there is no more it is None, except for a ``feed``, where it
     is always present (the last key, or ``after`` itself on an empty page) so a client keeps
     polling from it. ``prefetch`` subqueries load related rows for the page in one query each.
+    ``size`` = (a row's size as an SQL expression, the page's budget): the page ends before
+    the row that would pass the budget (it always holds one row), with ``has_more``.
     """
     if after is not None:
         query = query.where(key < after if newest_first else key > after)
-    query = query.order_by(key.desc() if newest_first else key.asc()).limit(limit + 1)
-    rows = list(query.prefetch(*prefetch)) if prefetch else list(query)
-    has_more = len(rows) > limit
-    rows = rows[:limit]
-    last = getattr(rows[-1], key.name) if rows else None
+    order = key.desc() if newest_first else key.asc()
+    if size is None:
+        rows = _rows(query.order_by(order).limit(limit + 1), prefetch)
+        has_more = len(rows) > limit
+        rows = rows[:limit]
+        last = getattr(rows[-1], key.name) if rows else None
+    else:
+        # The keys and sizes first (narrow), then only the rows that fit, whole.
+        sized = list(query.select(key, size[0]).order_by(order).limit(limit + 1).tuples())
+        keys = keys_within(sized, limit, size[1])
+        has_more = len(sized) > len(keys)
+        rows = _rows(query.where(key.in_(keys)).order_by(order), prefetch) if keys else []
+        last = keys[-1] if keys else None  # a row purged meanwhile does not move the cursor back
     if feed:
         next_cursor = last if rows else after
     else:
@@ -84,14 +97,20 @@ def cursor_page(
     return {"data": rows, "next_cursor": next_cursor, "has_more": has_more}
 
 
+def _rows(query: peewee.ModelSelect[Any], prefetch: tuple[peewee.ModelSelect[Any], ...]) -> list[Any]:
+    return list(query.prefetch(*prefetch)) if prefetch else list(query)
+
+
 def attempt_page(condition: peewee.Expression, args: dict[str, Any]) -> dict[str, Any]:
-    """Attempts matching ``condition``, newest first, paged by attempt id (ids sort by time)."""
+    """Attempts matching ``condition``, newest first, paged by attempt id (ids sort by time),
+    at most ``MAX_ATTEMPT_PAGE_CHARS`` of stored text a page."""
     return cursor_page(
         Attempt.select().where(condition),
         Attempt.id,
         limit=args["limit"],
         after=args.get("cursor"),
         newest_first=True,
+        size=(ATTEMPT_CHARS, MAX_ATTEMPT_PAGE_CHARS),
     )
 
 

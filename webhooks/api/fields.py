@@ -12,9 +12,10 @@ from typing import Any, Callable
 from marshmallow import ValidationError, fields, validate
 
 from webhooks.catalog.filters import FilterError, compile_filter
-from webhooks.delivery.netguard import split_url
+from webhooks.delivery.destinations import split_target
 from webhooks.delivery.signing import SCHEMES, is_valid_secret
 from webhooks.event_types import EVENT_TYPE_PATTERN
+from webhooks.secrecy import mask
 from webhooks.storage.ids import ALPHABET
 from webhooks.storage.timeutil import isoformat, to_naive_utc
 
@@ -78,10 +79,17 @@ class StrictBoolean(fields.Boolean):
         return value
 
 
+class ShownUrl(fields.String):
+    """An endpoint's URL as it is shown: a destination's password masked (``redis://user:***@host/…``)."""
+
+    def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> str | None:
+        return None if value is None else mask(str(value))
+
+
 def parses_as_url(value: str) -> None:
-    """Belt and braces behind ``URL_PATTERN``: the URL parses as the sender will parse it."""
+    """Belt and braces behind ``URL_PATTERN``: the URL names a kind of destination and parses as it will."""
     try:
-        split_url(value)
+        split_target(value)
     except ValueError as error:
         raise ValidationError(str(error)) from None
 

@@ -10,10 +10,10 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.api.fields import (
     DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, FilterField, MAX_EVENT_TYPES, MAX_PAGE_SIZE, MAX_SEQ,
-    MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, StrictBoolean, UtcDateTime, cursor_field, id_pattern, parses_as_url,
+    MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, ShownUrl, StrictBoolean, UtcDateTime, cursor_field, id_pattern, parses_as_url,
     metadata_field, unique, valid_secret,
 )
-from webhooks.delivery.netguard import URL_PATTERN
+from webhooks.delivery.destinations import URL_PATTERN
 from webhooks.delivery.signing import SCHEMES, public_key, scheme_of, shared_secret
 from webhooks.durations import parse_seconds, pattern_up_to
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
@@ -30,10 +30,14 @@ class EndpointCreateSchema(Schema):
         validate=[
             validate.Length(1, MAX_URL_LENGTH),
             parses_as_url,  # the specific reason first (a 422 shows each field's first)
-            validate.Regexp(URL_PATTERN, error="must be an http:// or https:// URL with a host name or IP address"),
+            validate.Regexp(URL_PATTERN, error="must be an http(s)://, amqp(s):// or redis(s):// URL with a host name or IP address"),
         ],
-        metadata={"description": "Where events are POSTed: `http://` or `https://`, a host name or IP address, "
-                                 "an optional port and path (printable ASCII; percent-encode the rest)."},
+        metadata={"description": "Where events go, by scheme. `http://` or `https://`: POSTed there (a host name or "
+                                 "IP address, an optional port and path). `amqp://user:password@host:port/vhost?exchange=X&"
+                                 "routing_key=K` or `amqps://` (TLS): published to a RabbitMQ exchange, confirmed. "
+                                 "`redis://[user:password@]host:port/db?stream="
+                                 "NAME[&maxlen=N]` or `rediss://` (TLS): added to a Redis stream. Printable ASCII; "
+                                 "percent-encode the rest. A password in the URL is never shown again."},
     )
     event_types = fields.List(
         fields.String(validate=EVENT_TYPE),
@@ -217,7 +221,7 @@ LAST_SUCCESS_AT = UtcDateTime(
 
 class EndpointSchema(Schema):
     id = fields.String()
-    url = fields.String()
+    url = ShownUrl(metadata={"description": "Where events go; a password in it shows as `***`."})
     description = fields.String()
     event_types = fields.List(fields.String())
     rate_limit = fields.Integer(allow_none=True)

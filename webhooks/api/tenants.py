@@ -87,7 +87,8 @@ class TenantItem(MethodView):
     def delete(self) -> None:
         """Delete the tenant, safely while its deliveries are in flight: at once its keys stop, it takes no
         events, its endpoints are deleted and its unfinished deliveries cancelled (an attempt already under way
-        ends and is recorded); its name and uid are free again. Its data is purged an hour later."""
+        ends and is recorded); its portal sessions end; its name and uid are free again. Its data is purged an hour
+        later."""
         tenants.delete_tenant(tenant_for_platform(g.tenant_ref))
 
 

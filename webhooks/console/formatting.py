@@ -56,6 +56,8 @@ ERROR_CLASSES = {
     "tls": "the TLS handshake failed (certificate or protocol)",
     "blocked_address": "the address is not allowed (loopback, private or reserved)",
     "protocol": "the answer was not valid HTTP",
+    "auth": "the destination refused the credentials in its URL",
+    "refused": "the destination refused the delivery (e.g. the key is not a stream)",
 }
 
 

@@ -14,6 +14,7 @@ from webhooks.errors import InvalidInput
 from webhooks.console.formatting import parse_when
 from webhooks.ingest.auth_keys import find_tenant
 from webhooks.storage.ids import has_prefix
+from webhooks.storage.size_budget import ATTEMPT_CHARS, MAX_ATTEMPT_PAGE_CHARS, keys_within
 from webhooks.storage.models import Attempt, Delivery, Endpoint, Event, Tenant
 from webhooks.storage.statuses import DELIVERY_STATUSES, UNFINISHED_STATUSES
 from webhooks.storage.timeutil import isoformat, utcnow
@@ -204,11 +205,17 @@ def matching_tenants(text: str, limit: int = 10) -> list[Tenant]:
     return list(query.order_by(Tenant.name).limit(limit))
 
 
-def event_timelines(event_id: str, max_attempts: int) -> tuple[list[Delivery], dict[str, list[Attempt]]]:
-    """An event's deliveries (with their endpoints) and each one's attempts, oldest first, at most
-    ``max_attempts`` each (the event pages of the console and the portal)."""
+def event_timelines(event_id: str, max_attempts: int) -> tuple[list[Delivery], dict[str, list[Attempt]], int]:
+    """An event's deliveries (with their endpoints), each one's attempts, oldest first, at most
+    ``max_attempts`` each, and how many attempts were left out because the page holds at most
+    ``MAX_ATTEMPT_PAGE_CHARS`` of them (the event pages of the console and the portal)."""
     deliveries = list(
         Delivery.select(Delivery, Endpoint).join(Endpoint).where(Delivery.event == event_id).order_by(Delivery.id)
     )
-    attempts = Attempt.select().where(Attempt.event == event_id).order_by(Attempt.delivery, Attempt.attempt_no)
-    return deliveries, {delivery_id: list(rows)[:max_attempts] for delivery_id, rows in groupby(attempts, lambda a: a.delivery_id)}
+    order = (Attempt.delivery, Attempt.attempt_no)
+    # Sizes first, then only the attempts that fit (rows stored before the headers' cap may hold 961 KB).
+    sized = list(Attempt.select(Attempt.id, ATTEMPT_CHARS).where(Attempt.event == event_id).order_by(*order).tuples())
+    shown = keys_within(sized, len(sized), MAX_ATTEMPT_PAGE_CHARS)
+    attempts = Attempt.select().where(Attempt.id.in_(shown)).order_by(*order) if shown else []
+    timelines = {delivery_id: list(rows)[:max_attempts] for delivery_id, rows in groupby(attempts, lambda a: a.delivery_id)}
+    return deliveries, timelines, len(sized) - len(shown)

@@ -3,7 +3,7 @@
 The engine, one asyncio event loop per worker process: ``engine`` (the loop and its
 broker sessions) -> ``lanes`` (an endpoint's waiting messages, served round-robin by
 tenant) with ``window`` (each endpoint's adaptive concurrency) -> ``attempt`` (claim,
-sign, call with ``sender`` through ``guard``, judge with ``decide``, record, send on,
+sign, call the endpoint's ``destinations`` kind (HTTP: ``sender`` through ``guard``), judge with ``decide``, record, send on,
 ack) -> ``batcher`` (database work in batches on threads). ``spill`` moves a backlog
 beyond memory's bound to the database and back, ``upkeep`` keeps paces, windows and the
 ceiling's share up to date, ``lag`` measures the loop's own delay, ``broker`` is the

@@ -15,13 +15,15 @@ from datetime import datetime
 from typing import Any
 
 from webhooks import metrics
+from webhooks.secrecy import mask
 from webhooks.delivery.claims import Claim, ClaimState
 from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
 from webhooks.delivery.lanes import Held, Slot
 from webhooks.delivery.database_work import Stopping
+from webhooks.delivery.destinations import Parcel
 from webhooks.delivery.runtime import Runtime
-from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, counts_towards_offline, without_nul
+from webhooks.delivery.http_result import MAX_BODY_BYTES, HttpResult, counts_towards_offline, kept_headers, without_nul
 from webhooks.delivery.window import Signal, signal_of
 from webhooks.storage.ids import new_id
 from webhooks.messaging.messages import DeliveryMessage
@@ -107,7 +109,7 @@ class Attempts:
         assert held.slot is not None
         sent_at = self.rt.loop.time()
         held.slot.goes_out(sent_at)
-        result = await self.rt.sender.post(endpoint.url, request.headers, request.body)
+        result = await self.rt.destinations.deliver(endpoint.url, Parcel(message.event_id, message.event_type, request))
         self.release(held.slot, signal_of(result.status_code, result.error_class))
 
         verdict = classify(result.status_code, result.headers, result.error_class, result.error)
@@ -136,7 +138,7 @@ class Attempts:
             held.ack()
             return
         _log(message, verdict, step, result)
-        metrics.observe_attempt(result.status_code, result.duration_ms / 1000, step.status)
+        metrics.observe_attempt(result.status_code, result.error_class, result.duration_ms / 1000, step.status)
         attempt_spans.recorder.note(held, outcome, step)
         await self._send_on(message, step)
         held.ack()
@@ -167,10 +169,11 @@ def attempt_fields(
     return {
         "started_at": started,
         "duration_ms": round(result.duration_ms, 2),
-        "url": url,
+        "url": mask(url),  # a destination's password is never shown
         "request_headers": headers,
         "response_status": result.status_code,
-        "response_headers": result.headers or None,
+        # Capped again here: a result from any destination is stored within the same bound.
+        "response_headers": kept_headers(result.headers.items()) or None,
         "response_body": _stored_body(result.body),
         "error_class": verdict.error_class,
         "error": result.error if verdict.delivered else verdict.summary,

@@ -15,14 +15,18 @@ limit, a purged queue), for the clock to republish.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from typing import Any, Sequence
+
+from peewee import fn
 
 from webhooks.storage import delivery_sql
 from webhooks.storage.db import database, durable_commit, retrying, write
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage.payload_json import PayloadJSON
-from webhooks.storage.models import Delivery, Event
+from webhooks.storage.ids import id_floor
+from webhooks.storage.models import Attempt, Delivery, Event
 from webhooks.messaging.outbox import overdue_in_ladder
 from webhooks.storage.timeutil import isoformat, utcnow
 
@@ -107,10 +111,15 @@ def spilled_endpoints(limit: int = 1000) -> list[str]:
 
 
 @retrying
-def stuck(older_than: float, limit: int = 500) -> list[tuple[Delivery, Event]]:
+def stuck(older_than: float, idle_for: float, limit: int = 500) -> list[tuple[Delivery, Event]]:
     """Deliveries in the ladder, their message confirmed long ago, yet overdue by ``older_than``
-    seconds and held by no worker: their message was lost."""
-    return overdue_in_ladder(Delivery.enqueued_at.is_null(False) & Delivery.spilled_at.is_null(), older_than, limit)
+    seconds, held by no worker, and of an endpoint that made no attempt for ``idle_for`` seconds:
+    their message was lost (or is held where no worker can reach it)."""
+    since = id_floor("att", int((time.time() - idle_for) * 1000))
+    moving = Attempt.select(Attempt.id).where((Attempt.endpoint == Delivery.endpoint) & (Attempt.id >= since))
+    return overdue_in_ladder(
+        Delivery.enqueued_at.is_null(False) & Delivery.spilled_at.is_null() & ~fn.EXISTS(moving), older_than, limit
+    )
 
 
 @retrying

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pika
 import pika.channel
@@ -65,6 +65,14 @@ def consumer_channels(prefetch: int) -> list[int]:
     """The prefetch of each consuming channel: ``prefetch`` shared as evenly as can be."""
     count = min(CHANNEL_SLOTS, max(1, -(-prefetch // CHANNEL_PREFETCH)))
     return [prefetch // count + (1 if n < prefetch % count else 0) for n in range(count)]
+
+
+def confirmed_tags(frame: pika.frame.Method, waiting: Iterable[int]) -> tuple[bool, list[int]]:
+    """What a publisher confirm says: acked (or nacked), and which of the ``waiting`` tags (all up
+    to its tag when it is ``multiple``)."""
+    method = frame.method
+    last = method.delivery_tag
+    return isinstance(method, pika.spec.Basic.Ack), [tag for tag in waiting if tag <= last] if method.multiple else [last]
 
 
 class SessionClosed(BrokerError):
@@ -255,10 +263,7 @@ class Session:
             self._returned.add(int(properties.message_id))
 
     def _on_confirm(self, frame: pika.frame.Method) -> None:
-        method = frame.method
-        acked = isinstance(method, pika.spec.Basic.Ack)
-        last = method.delivery_tag
-        tags = [tag for tag in self._confirms if tag <= last] if method.multiple else [last]
+        acked, tags = confirmed_tags(frame, self._confirms)
         for tag in tags:
             future = self._confirms.get(tag)
             returned = tag in self._returned

@@ -135,7 +135,8 @@ def _lease_common(messages: list[DeliveryMessage], now: datetime, lease_until: d
     to_datetime = Delivery.next_attempt_at.python_value
     if len(rows[0]) > 5:  # PostgreSQL: the endpoint's ``LEASE_ENDPOINT_COLUMNS`` came back with the lease
         until = Endpoint.previous_secret_until.python_value
-        views = {row[4]: EndpointView(row[4], row[5], row[6], row[7], until(row[8])) for row in rows}
+        opened = Endpoint.secret.python_value  # the lease returns them sealed, as stored
+        views = {row[4]: EndpointView(row[4], row[5], opened(row[6]), opened(row[7]), until(row[8])) for row in rows}
     else:
         views = {e.id: EndpointView.of(e) for e in sqltext.models_in(Endpoint, "id", sorted({row[4] for row in rows}))}
     return {

@@ -1,6 +1,7 @@
 """What an endpoint's answer means: delivered, retry (maybe not before a time), or gone.
 
-Pure rules, no I/O: 2xx is success; 3xx is a failure (redirects are not followed);
+Pure rules, no I/O: 2xx is success, and so is no status and no error (a destination
+without HTTP statuses, such as a Redis stream, took the delivery); 3xx is a failure (redirects are not followed);
 410 means the endpoint is gone; 429/502/503/504 with ``Retry-After`` ask us to slow down
 (what each status means is decided in ``http_result``).
 """
@@ -60,6 +61,8 @@ def classify(
 ) -> Verdict:
     """Judge one attempt from its status code and headers, or its transport error."""
     if status_code is None:
+        if error_class is None:  # a destination without HTTP statuses (a Redis stream) took it
+            return Verdict(True, summary="accepted")
         return Verdict(False, error_class=error_class or "connection", summary=f"{error_class}: {error}")
     if headers.get(DISABLE_HEADER, "").strip().lower() == "disable":
         delivered = is_success(status_code)

@@ -46,7 +46,7 @@ from webhooks.delivery.broker_link import REQUEUE_PAUSE_SECONDS, BrokerLink
 from webhooks.delivery.database_work import DatabaseWork
 from webhooks.delivery.runtime import Runtime
 from webhooks.delivery.tasks import TaskSet
-from webhooks.delivery.sender import Sender
+from webhooks.delivery.destinations import Destinations
 from webhooks.delivery.spill import Spiller
 from webhooks.delivery.upkeep import Upkeep
 from webhooks.delivery.window import Signal
@@ -140,7 +140,7 @@ class Engine:
         settings = self.settings
         executor = ThreadPoolExecutor(SIDE_THREADS, thread_name_prefix="db")
         batches = ThreadPoolExecutor(BATCH_THREADS, thread_name_prefix="db-batch")
-        sender = Sender(
+        destinations = Destinations.open(
             timeout=settings.delivery_timeout,
             policy=TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks),
         )
@@ -150,7 +150,7 @@ class Engine:
         rt = Runtime(
             settings=settings,
             lanes=Lanes(settings.endpoint_max_in_flight, QUICK_BUDGET, max_under_way=budget.in_flight),
-            sender=sender,
+            destinations=destinations,
             broker=BrokerLink(requeue_pause=self.requeue_pause),
             db=DatabaseWork(
                 executor=executor,
@@ -181,7 +181,7 @@ class Engine:
             await asyncio.gather(*chores, return_exceptions=True)
             await rt.tasks.finish()
             await self.upkeep.forget()
-            await sender.close()
+            await destinations.close()
             executor.shutdown(wait=True)
             batches.shutdown(wait=True)
             self.consuming.clear()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -320,16 +320,20 @@ _HOST = (
     rf"{_IPV4}"
     r"|(?![0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(?![A-Za-z0-9_.-]))[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?"
 )
+#: The authority of a URL as the API accepts it for every kind of destination: a host name, an IPv4
+#: address or a bracketed IPv6 literal, and an optional port.
+HOST_AND_PORT_PATTERN = rf"(?:{_HOST}|{_IPV6_LITERAL}){_PORT}"
 URL_PATTERN = (
-    rf"^[Hh][Tt][Tt][Pp][Ss]?://(?:{_HOST}|{_IPV6_LITERAL}){_PORT}"
+    rf"^[Hh][Tt][Tt][Pp][Ss]?://{HOST_AND_PORT_PATTERN}"
     r"(?:[/?#][\x21-\x7e]*)?$(?!\n)"
 )
 
 
-def split_url(url: str) -> tuple[str, str, int]:
+def split_url(url: str, default_ports: Mapping[str, int] = DEFAULT_PORTS) -> tuple[str, str, int]:
     """``(scheme, host, port)`` of a webhook URL, parsed by yarl, as the sender's aiohttp will send it.
 
-    Raises ValueError for a malformed URL, a non-http(s) scheme or a missing host. An IPv6
+    Raises ValueError for a malformed URL, a scheme not in ``default_ports`` (http(s) unless another
+    kind of destination names its own) or a missing host. An IPv6
     literal is named as it was written (yarl shortens ``::ffff:127.0.0.1`` to ``::ffff:7f00:1``).
     """
     try:
@@ -339,8 +343,8 @@ def split_url(url: str) -> tuple[str, str, int]:
     except (ValueError, TypeError) as exc:
         raise ValueError(f"malformed URL: {exc}") from exc
     scheme = parsed.scheme
-    if scheme not in ALLOWED_SCHEMES:
-        raise ValueError(f"URL scheme must be http or https, not {scheme or 'missing'!r}")
+    if scheme not in default_ports:
+        raise ValueError(f"URL scheme must be {' or '.join(default_ports)}, not {scheme or 'missing'!r}")
     host = parsed.raw_host or ""
     if not host:
         raise ValueError("URL has no host")
@@ -349,7 +353,7 @@ def split_url(url: str) -> tuple[str, str, int]:
     elif not _HOSTNAME_CHARS.issuperset(host):
         # e.g. a space in the host: such a name can never resolve.
         raise ValueError(f"URL host {host!r} is not a valid host name")
-    port = DEFAULT_PORTS[scheme] if port is None else port
+    port = default_ports[scheme] if port is None else port
     if not 0 < port < 65536:
         raise ValueError(f"URL port {port} is out of range")
     return scheme, host, port
@@ -375,6 +379,12 @@ def check_url(url: str, policy: TargetPolicy, resolver: Resolver | None = None) 
     are refused then, and the connect-time check refuses them again.
     """
     _, host, port = split_url(url)
+    check_host(host, port, policy, resolver)
+
+
+def check_host(host: str, port: int, policy: TargetPolicy, resolver: Resolver | None = None) -> None:
+    """``check_url``'s rule for one host of any kind of destination (HTTP, Redis, …): it resolves
+    only to allowed addresses (a name that does not resolve yet passes under ``allow_private``)."""
     try:
         addresses = resolve(host, port, resolver)
     except UnresolvableHost:

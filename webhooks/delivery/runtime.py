@@ -4,7 +4,7 @@ The engine builds one ``Runtime`` per process and hands it to the parts that han
 messages (``attempt``), move backlogs (``spill``) and keep things tidy (``upkeep``):
 the lanes (memory), ``broker`` (``broker_link.BrokerLink``: the current session),
 ``db`` (``database_work.DatabaseWork``: the batchers and the database's threads),
-``tasks`` (``tasks.TaskSet``), the receivers' ``sender``, the loop and its ``lag``, and
+``tasks`` (``tasks.TaskSet``), ``destinations`` (the way out to every kind of receiver), the loop and its ``lag``, and
 ``wake``, which asks the engine for a round of handing out work. Everything here runs
 on the event loop.
 """
@@ -20,7 +20,7 @@ from webhooks.delivery.broker_link import BrokerLink
 from webhooks.delivery.database_work import DatabaseWork
 from webhooks.delivery.lag import LoopLag
 from webhooks.delivery.lanes import Held, Lanes
-from webhooks.delivery.sender import Sender
+from webhooks.delivery.destinations import Destinations
 from webhooks.delivery.tasks import TaskSet
 
 
@@ -28,7 +28,7 @@ from webhooks.delivery.tasks import TaskSet
 class Runtime:
     settings: Settings
     lanes: Lanes
-    sender: Sender
+    destinations: Destinations
     broker: BrokerLink
     db: DatabaseWork
     tasks: TaskSet

@@ -17,11 +17,10 @@ from types import TracebackType
 
 import aiohttp
 import certifi
-from multidict import CIMultiDictProxy
 from yarl import URL
 
 from webhooks.delivery.guard import GuardedConnector, GuardedResolver
-from webhooks.delivery.http_result import MAX_BODY_BYTES, MAX_ERROR_CHARS, HttpResult, without_nul
+from webhooks.delivery.http_result import MAX_BODY_BYTES, MAX_ERROR_CHARS, HttpResult, kept_headers, without_nul
 from webhooks.delivery.netguard import ALLOWED_SCHEMES, BlockedAddress, Resolver, TargetPolicy, UnresolvableHost
 
 
@@ -89,7 +88,7 @@ class Sender:
                 # allow_redirects=False: a 3xx is the endpoint's answer; never deliver to a URL nobody registered.
                 response = await self._session.post(target, headers=headers, data=body, allow_redirects=False)
                 status = response.status
-                response_headers = _flatten_headers(response.headers)
+                response_headers = kept_headers(response.headers.items())
                 complete = False
                 try:
                     complete = await _read_at_most(response.content, self._max_body, received)
@@ -150,14 +149,6 @@ async def _read_at_most(content: aiohttp.StreamReader, limit: int, into: bytearr
     return content.at_eof()
 
 
-def _flatten_headers(headers: CIMultiDictProxy[str]) -> dict[str, str]:
-    flat: dict[str, str] = {}
-    for name, value in headers.items():
-        name = name.lower()
-        flat[name] = f"{flat[name]}, {value}" if name in flat else value
-    return flat
-
-
 def _describe(exc: Exception, timeout: float, *, body_started: bool) -> tuple[str, str] | None:
     """``(error_class, message)`` for a network problem, or None for anything else (a bug: re-raised).
 
@@ -177,7 +168,7 @@ def _describe(exc: Exception, timeout: float, *, body_started: bool) -> tuple[st
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return "dns", f"{exc.host} does not resolve ({exc.os_error})"
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return "connection", f"cannot connect to {exc.host}:{exc.port}: {_os_reason(exc.os_error)}"
+        return "connection", f"cannot connect to {exc.host}:{exc.port}: {os_reason(exc.os_error)}"
     if isinstance(exc, aiohttp.InvalidURL):
         return "protocol", f"invalid URL: {exc}"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
@@ -196,7 +187,7 @@ def _describe(exc: Exception, timeout: float, *, body_started: bool) -> tuple[st
     return None
 
 
-def _os_reason(error: OSError) -> str:
+def os_reason(error: OSError) -> str:
     """"Connection refused" rather than asyncio's "Connect call failed (...)"."""
     if error.errno is not None and error.errno in errno.errorcode:
         return os.strerror(error.errno)

@@ -90,6 +90,8 @@ class Signal(enum.Enum):
 def signal_of(status_code: int | None, error_class: str | None) -> Signal:
     """Judge one call for the window: overloaded, answered, or nothing learnt."""
     if status_code is None:
+        if error_class is None:  # a destination without HTTP statuses took it
+            return Signal.ANSWERED
         return Signal.FAILED if error_class in ("timeout", "connection", "tls", "protocol") else Signal.NEUTRAL
     if status_code in OVERLOAD_STATUSES:
         return Signal.REFUSED

@@ -17,6 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from webhooks.secrecy import mask
 from webhooks.storage.models import Alert, Delivery, Endpoint, HealthChange
 from webhooks.storage.statuses import DISABLED, DeliveryStatus, OFFLINE, ONLINE, RECOVERING  # noqa: F401 - the states, named here too
 
@@ -95,7 +96,7 @@ def raise_alert(endpoint: Endpoint, kind: str, reason: str, now: datetime, **dat
         tenant=endpoint.tenant_id,
         endpoint=endpoint.id,
         kind=kind,
-        data={"endpoint_id": endpoint.id, "url": endpoint.url, "reason": reason, **data},
+        data={"endpoint_id": endpoint.id, "url": mask(endpoint.url), "reason": reason, **data},
         created_at=now,
     )
 

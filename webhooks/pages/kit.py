@@ -18,6 +18,7 @@ from webhooks.catalog import reading
 from webhooks.pages import csrf, errors, sessions, text
 from webhooks.pages.headers import page_headers
 from webhooks.pages.site import Site
+from webhooks.secrecy import mask
 from webhooks.storage.timeutil import utcnow
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ def _helpers() -> dict[str, Any]:
         "utc": text.utc_text,
         "duration": text.duration_text,
         "pretty_json": text.pretty_json,
+        "masked": mask,  # a URL as people may see it: a destination's password never shows
         "catalog_fields": reading.field_rows,
     }
 

@@ -1,7 +1,8 @@
 """Tables: tenants and their API keys, endpoints, events, deliveries and attempts.
 
 The database is the source of truth for delivery state; RabbitMQ only moves work.
-Timestamps are naive UTC. JSON columns hold text so SQLite and PostgreSQL agree.
+Timestamps are naive UTC. JSON columns hold text so SQLite and PostgreSQL agree. Secrets are
+sealed (``SealedField``, ``webhooks.sealing``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import peewee
 
+from webhooks import sealing
 from webhooks.storage.db import database
 from webhooks.storage.payload_json import payload_json
 from webhooks.storage.timeutil import utcnow
@@ -42,6 +44,22 @@ class PayloadField(JSONField):
 
     def db_value(self, value: Any) -> str | None:
         return None if value is None else payload_json(value).decode()
+
+
+class SealedField(peewee.TextField):
+    """A secret, stored sealed under ``SECRETS_KEY`` (``webhooks.sealing``) and read back in the clear.
+
+    A value already sealed is stored as it is (copied from another sealed column); one never
+    sealed (stored before migration 0016) reads as itself.
+    """
+
+    def db_value(self, value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and value.startswith(sealing.PREFIX)):
+            return value
+        return sealing.keyring().seal(value)
+
+    def python_value(self, value: str | None) -> str | None:
+        return None if value is None else sealing.keyring().open(value)
 
 
 class BaseModel(peewee.Model):
@@ -106,9 +124,10 @@ class Endpoint(BaseModel):
     event_types = JSONField(default=list)
     rate_limit = peewee.IntegerField(null=True)
     metadata = JSONField(default=dict)
-    secret = peewee.CharField(max_length=120)
+    #: ``whsec_`` secret (v1) or ``whsk_`` private key (v1a), sealed at rest.
+    secret = SealedField()
     #: The secret before the last rotation, still signed with until ``previous_secret_until``.
-    previous_secret = peewee.CharField(max_length=120, null=True)
+    previous_secret = SealedField(null=True)
     previous_secret_until = peewee.DateTimeField(null=True)
     disabled = peewee.BooleanField(default=False)
     disabled_reason = peewee.TextField(null=True)

@@ -31,7 +31,7 @@ TRIGGERS = {"resend": "resend", "replay": "recover"}
 @bp.route("/events/<event_id>")
 def event(event_id: str) -> str:
     row = get_or_404(Event, event_id, "event")
-    deliveries, timelines = event_timelines(row.id, MAX_ATTEMPTS)
+    deliveries, timelines, left_out = event_timelines(row.id, MAX_ATTEMPTS)
     ladder_nos = {attempt.id: number for timeline in timelines.values()
                   for attempt, number in zip(timeline, accumulate(a.trigger == "ladder" for a in timeline))}
     ladder = current_app.extensions["webhooks.settings"].ladder
@@ -48,6 +48,7 @@ def event(event_id: str) -> str:
         timelines=timelines,
         tier=lambda attempt: tier_label(ladder_nos[attempt.id], attempt.trigger, ladder),
         body_preview=BODY_PREVIEW,
+        attempts_left_out=left_out,
         requests=requests,
         requested={(request.delivery_id, request.attempt_no): request for request in requests},  # the first asked
         requester=lambda request: requester_label(

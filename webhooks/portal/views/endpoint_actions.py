@@ -8,6 +8,7 @@ from flask import current_app, g, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from webhooks import actions
+from webhooks.secrecy import mask
 from webhooks.console.formatting import parse_when
 from webhooks.console.views.common import perform
 from webhooks.delivery.signing import scheme_of
@@ -39,7 +40,7 @@ def endpoint_delete(endpoint_id: str) -> Response | str:
     endpoint = live_endpoint(endpoint_id)
     if request.method == "GET":
         return render_template(
-            "pages/confirm.html", question=f"Delete the endpoint {endpoint.url}?",
+            "pages/confirm.html", question=f"Delete the endpoint {mask(endpoint.url)}?",
             consequence="Nothing more will be sent to it, and deliveries still waiting for it are cancelled. "
                         "Its past attempts stay in the event log. This cannot be undone.",
             action=url_for("portal.endpoint_delete", endpoint_id=endpoint.id), confirm="Delete this endpoint",

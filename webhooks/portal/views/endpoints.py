@@ -10,6 +10,7 @@ from flask import current_app, flash, g, redirect, render_template, request, url
 from werkzeug.wrappers import Response
 
 from webhooks import actions
+from webhooks.secrecy import mask
 from webhooks.health import summary
 from webhooks.health.presence import health_of
 from webhooks.portal import forms
@@ -87,8 +88,8 @@ def endpoint_new() -> Response | tuple[str, int]:
     except actions.EndpointLimitReached as error:
         errors["url"] = f"No endpoint was added: {error}."
         return _form_page(None, values, errors, 409)
-    record("create", "endpoint", endpoint.id, url=endpoint.url)
-    flash(f"Endpoint {endpoint.url} added. Its signing secret is on this page.", "success")
+    record("create", "endpoint", endpoint.id, url=mask(endpoint.url))
+    flash(f"Endpoint {mask(endpoint.url)} added. Its signing secret is on this page.", "success")
     return redirect(url_for("portal.endpoint", endpoint_id=endpoint.id), 303)
 
 
@@ -98,8 +99,11 @@ def endpoint_edit(endpoint_id: str) -> Response | tuple[str, int]:
     endpoint = live_endpoint(endpoint_id)
     if request.method == "GET":
         values = {name: getattr(endpoint, name) for name in forms.FIELDS}
+        values["url"] = mask(endpoint.url)  # a destination's password is never shown again
         return _form_page(endpoint, values, {})
     values, errors = forms.read_endpoint(request.form)
+    if values.get("url") == mask(endpoint.url):
+        values["url"] = endpoint.url  # left as shown: unchanged, password and all
     if not errors and values["url"] != endpoint.url:
         problem = actions.target_problem(values["url"], current_app.extensions["webhooks.settings"])
         if problem:

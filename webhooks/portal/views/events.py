@@ -48,10 +48,11 @@ def events() -> str:
 @bp.get("/events/<event_id>")
 def event(event_id: str) -> str:
     row = owned_or_404(Event, event_id, "event")
-    deliveries, timelines = event_timelines(row.id, MAX_ATTEMPTS)
+    deliveries, timelines, left_out = event_timelines(row.id, MAX_ATTEMPTS)
     waiting = any(d.status in UNDELIVERED and not timelines.get(d.id) for d in deliveries)
     return render_template(
         "portal/event.html", event=row, deliveries=deliveries, timelines=timelines, body_preview=BODY_PREVIEW,
+        attempts_left_out=left_out,
         refresh=waiting and g.now - row.created_at < REFRESH_WHILE_YOUNGER_THAN,
     )
 

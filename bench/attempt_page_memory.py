@@ -1,0 +1,84 @@
+"""A page of attempts whose rows hold 961 KB of response headers each (stored before the headers'
+cap, issue 36 item 3): how large the answer to ``GET /v1/endpoints/<id>/attempts?limit=250`` is,
+and how much the web process's peak RSS grows while answering it.
+
+Usage: ``python bench/attempt_page_memory.py [--no-budget]`` (``--no-budget``: the page as it was
+before the budget, for comparison; SQLite in a temporary directory, an in-process
+app with Flask's test client; takes about a minute).
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app import create_app  # noqa: E402
+from webhooks.cli import create_tenant  # noqa: E402
+from webhooks.config import Settings  # noqa: E402
+from webhooks.sealing import new_key  # noqa: E402
+from webhooks.storage.db import database  # noqa: E402
+from webhooks.storage.ids import new_id  # noqa: E402
+from webhooks.storage.models import Attempt, Delivery, Endpoint, Event  # noqa: E402
+from webhooks.storage.timeutil import utcnow  # noqa: E402
+
+ROWS = 250
+HEADERS = {f"x-big-{n}": "v" * 8000 for n in range(120)}
+
+
+def peak_rss_mb() -> float:
+    """The process's peak RSS since the last ``reset_peak`` (VmHWM)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_peak() -> None:
+    Path("/proc/self/clear_refs").write_text("5")  # Linux: the peak RSS starts again from the current RSS
+
+
+def main() -> None:
+    if "--no-budget" in sys.argv:  # the page as it was before issue 36 item 3, for comparison
+        from webhooks.api import common
+        common.MAX_ATTEMPT_PAGE_CHARS = 1 << 62
+    directory = tempfile.mkdtemp(prefix="attempt-page-")
+    settings = Settings.from_env(env={}, database_url=f"sqlite:///{directory}/db.sqlite", secrets_key=new_key(),
+                                 secret_key="bench", amqp_url="amqp://guest:guest@127.0.0.1:5672/%2F")
+    app = create_app({"SETTINGS": settings, "TESTING": True})
+    with app.app_context():
+        from webhooks.cli import migrate
+        migrate()
+        tenant = create_tenant("memory")
+        with database.connection_context():
+            endpoint = Endpoint.create(id=new_id("ep"), tenant=tenant["id"], url="http://127.0.0.1:9/hook",
+                                       secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+            event = Event.create(id=new_id("evt"), tenant=tenant["id"], seq=1, event_type="a", payload={})
+            delivery = Delivery.create(id=new_id("dlv"), tenant=tenant["id"], event=event.id, endpoint=endpoint.id)
+            for number in range(1, ROWS + 1):
+                Attempt.create(id=new_id("att"), delivery=delivery.id, tenant=tenant["id"], event=event.id,
+                               endpoint=endpoint.id, attempt_no=number, started_at=utcnow(), duration_ms=1.0,
+                               url=endpoint.url, request_headers={}, response_status=200, response_headers=HEADERS,
+                               response_body="ok", outcome="delivered")
+    client = app.test_client()
+    auth = {"Authorization": f"Bearer {tenant['api_key']}"}
+    import gc
+    gc.collect()
+    reset_peak()
+    before = peak_rss_mb()
+    started = time.monotonic()
+    response = client.get(f"/v1/endpoints/{endpoint.id}/attempts?limit={ROWS}", headers=auth)
+    took = time.monotonic() - started
+    page = response.json
+    print(f"{ROWS} attempts of 961 KB stored; GET ?limit={ROWS}: {response.status_code}, "
+          f"{len(response.data) / 1e6:.1f} MB, {len(page['data'])} rows, has_more={page['has_more']}, "
+          f"peak RSS {before:.0f} -> {peak_rss_mb():.0f} MB, {took:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

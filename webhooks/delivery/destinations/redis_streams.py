@@ -1,0 +1,226 @@
+"""The Redis-stream kind: ``redis://[user:pass@]host:port/db?stream=NAME[&maxlen=N]`` (``rediss://``: TLS).
+
+Each delivery is one ``XADD`` to the stream with the fields ``id`` (the event id, as
+``webhook-id``), ``type``, ``timestamp`` (``webhook-timestamp``), ``signature``
+(``webhook-signature``) and ``body`` (the exact bytes signed); ``maxlen`` trims the stream
+to about that many entries (``MAXLEN ~``). The entry id Redis answers is the attempt's
+response. A reader verifies an entry as it would an HTTP request, with ``id``, ``timestamp``
+and ``signature`` as the three headers.
+
+Connections are pooled per destination URL (redis-py's asyncio client) and closed once the
+destination has been idle for ``kept.IDLE_SECONDS``. Every new connection resolves its host and
+connects to an address the SSRF policy checked (``guard.GuardedResolver``), as HTTP's do; TLS
+still checks the certificate against the host name. redis-py retries nothing: a failure is the
+ladder's to retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import certifi
+from redis.asyncio import Redis
+from redis.asyncio.connection import Connection, ConnectionPool, SSLConnection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import AuthenticationError, AuthorizationError, NoPermissionError, RedisError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from yarl import URL
+
+from webhooks.delivery.destinations.base import NAME_CHARS, USERINFO_CHARS, Kind, Parcel, failure, one_line, query_of
+from webhooks.delivery.destinations.kept import Kept
+from webhooks.delivery.guard import GuardedResolver
+from webhooks.delivery.http_result import HttpResult
+from webhooks.delivery.sender import os_reason
+from webhooks.delivery.netguard import HOST_AND_PORT_PATTERN, BlockedAddress, Resolver, TargetPolicy, UnresolvableHost, split_url
+
+#: Redis's port when the URL names none.
+DEFAULT_PORTS = {"redis": 6379, "rediss": 6379}
+#: The longest stream name accepted.
+MAX_STREAM_CHARS = 256
+#: The query parameters a Redis URL may carry.
+PARAMETERS = ("stream", "maxlen")
+
+#: The Redis URLs the API accepts, exactly (``RedisTarget.parse`` reads every one of them:
+#: tests/delivery/test_redis_streams.py checks it with generated strings): an optional user and
+#: password, the host and port, an optional database number, ``stream=`` and an optional ``maxlen=``.
+PATTERN = (
+    rf"^[Rr][Ee][Dd][Ii][Ss][Ss]?://(?:{USERINFO_CHARS}*(?::{USERINFO_CHARS}*)?@)?{HOST_AND_PORT_PATTERN}"
+    rf"(?:/[0-9]{{0,9}})?\?stream={NAME_CHARS}{{1,{MAX_STREAM_CHARS}}}(?:&maxlen=[1-9][0-9]{{0,17}})?$(?!\n)"
+)
+
+
+@dataclass(frozen=True)
+class RedisTarget:
+    """A Redis-stream URL, read."""
+
+    scheme: str
+    host: str
+    port: int
+    db: int
+    username: str | None
+    password: str | None
+    stream: str
+    maxlen: int | None
+
+    @classmethod
+    def parse(cls, url: str) -> RedisTarget:
+        """The URL read, or ValueError naming what is wrong with it."""
+        scheme, host, port = split_url(url, DEFAULT_PORTS)
+        parsed = URL(url)
+        path = parsed.path.strip("/")
+        if path and not (path.isascii() and path.isdigit()):
+            raise ValueError(f"the path of a Redis URL is the database number, not {parsed.path!r}")
+        query = query_of(parsed, PARAMETERS, "a Redis")
+        stream = query.get("stream", "")
+        if not stream:
+            raise ValueError("a Redis URL names its stream: ?stream=NAME")
+        if len(stream) > MAX_STREAM_CHARS or not stream.isprintable():
+            raise ValueError(f"the stream name must be 1 to {MAX_STREAM_CHARS} printable characters")
+        maxlen = query.get("maxlen")
+        if maxlen is not None and not (maxlen.isascii() and maxlen.isdigit() and int(maxlen) > 0):
+            raise ValueError(f"maxlen= must be a positive whole number, not {maxlen!r}")
+        return cls(scheme, host, port, int(path or 0), parsed.user or None, parsed.password,
+                   stream, None if maxlen is None else int(maxlen))
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "rediss"
+
+
+def split(url: str) -> tuple[str, str, int]:
+    target = RedisTarget.parse(url)
+    return target.scheme, target.host, target.port
+
+
+KIND = Kind(name="Redis stream", schemes=("redis", "rediss"), pattern=PATTERN, split=split)
+
+
+def entry_fields(parcel: Parcel) -> dict[str, str | bytes]:
+    """The stream entry of one delivery: what an HTTP request would carry, as fields."""
+    headers = parcel.request.headers
+    return {
+        "id": parcel.event_id,
+        "type": parcel.event_type,
+        "timestamp": headers["webhook-timestamp"],
+        "signature": headers["webhook-signature"],
+        "body": parcel.request.body,
+    }
+
+
+class _Guarded:
+    """Mixed into redis-py's connections: each connects to an address the SSRF policy checked."""
+
+    guard: GuardedResolver
+    host: str
+    port: int
+
+    async def _connect(self) -> None:
+        records = await self.guard.resolve(self.host, self.port)
+        if not records:
+            raise UnresolvableHost(self.host, "no address of a usable family")
+        self._address = records[0]["host"]
+        await super()._connect()  # type: ignore[misc]
+
+    def _connection_arguments(self) -> Mapping[str, Any]:
+        arguments = dict(super()._connection_arguments())  # type: ignore[misc]
+        if "ssl" in arguments:
+            arguments["server_hostname"] = self.host  # the certificate is checked against the name
+        arguments["host"] = self._address
+        return arguments
+
+
+@dataclass
+class _Client:
+    redis: Redis
+    pool: ConnectionPool
+
+
+class RedisStreams:
+    """Adds each parcel to the stream its URL names; one connection pool per destination URL."""
+
+    kind = KIND
+
+    def __init__(self, *, timeout: float, policy: TargetPolicy, resolver: Resolver | None = None) -> None:
+        self._timeout = timeout
+        guard = GuardedResolver(policy, resolver)
+        self._plain = type("GuardedConnection", (_Guarded, Connection), {"guard": guard})
+        self._tls = type("GuardedSSLConnection", (_Guarded, SSLConnection), {"guard": guard})
+        self._clients: Kept[_Client] = Kept()
+
+    async def deliver(self, url: str, parcel: Parcel) -> HttpResult:
+        started = time.monotonic()
+        for idle in self._clients.idle():
+            await _shut(idle)
+        try:
+            target = RedisTarget.parse(url)
+        except ValueError as error:
+            return failure("protocol", f"invalid URL: {error}")
+        try:
+            with self._clients.use(url, lambda: self._client(target)) as client:
+                async with asyncio.timeout(self._timeout):
+                    entry_id = await client.redis.xadd(target.stream, entry_fields(parcel),  # type: ignore[arg-type]
+                                                       maxlen=target.maxlen, approximate=True)
+        except Exception as exc:
+            error = _describe(exc, target, self._timeout)
+            if error is None:
+                raise
+            return failure(error[0], one_line(error[1]), (time.monotonic() - started) * 1000.0)
+        return HttpResult(status_code=None, headers={}, body=bytes(entry_id), duration_ms=(time.monotonic() - started) * 1000.0,
+                          error_class=None, error=None)
+
+    async def close(self) -> None:
+        for client in self._clients.all():
+            await _shut(client)
+
+    def _client(self, target: RedisTarget) -> _Client:
+        tls: dict[str, Any] = (
+            {"ssl_ca_certs": certifi.where(), "ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_check_hostname": True}
+            if target.tls else {}
+        )
+        pool = ConnectionPool(
+            connection_class=self._tls if target.tls else self._plain,
+            host=target.host, port=target.port, db=target.db, username=target.username, password=target.password,
+            retry=Retry(NoBackoff(), 0), health_check_interval=0, client_name="webhooks", **tls,
+        )
+        return _Client(Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0)), pool)
+
+
+async def _shut(client: _Client) -> None:
+    await client.redis.aclose()
+    await client.pool.disconnect()
+
+
+def _describe(exc: Exception, target: RedisTarget, timeout: float) -> tuple[str, str] | None:
+    """``(error_class, message)`` for a problem of the destination, or None for anything else (a bug: re-raised).
+
+    Messages name the host and the stream, never a password."""
+    where = f"{target.host}:{target.port}"
+    if isinstance(exc, (AuthenticationError, AuthorizationError, NoPermissionError)):
+        return "auth", f"{where} refused the credentials or the command: {exc}"
+    # redis-py wraps what went wrong while connecting in its ConnectionError.
+    wrapped = (exc.__cause__ or exc.__context__) if isinstance(exc, RedisConnectionError) else None
+    cause = wrapped if isinstance(wrapped, Exception) else exc
+    if isinstance(cause, UnresolvableHost):
+        return "dns", str(cause)
+    if isinstance(cause, BlockedAddress):
+        return "blocked_address", str(cause)
+    if isinstance(cause, (TimeoutError, RedisTimeoutError)):
+        return "timeout", f"total deadline of {timeout:g} s exceeded adding to stream {target.stream!r} at {where}"
+    if isinstance(cause, ssl.SSLError):
+        return "tls", f"TLS error with {where}: {cause}"
+    if isinstance(cause, OSError):
+        return "connection", f"cannot connect to {where}: {os_reason(cause)}"
+    if isinstance(cause, RedisConnectionError):
+        return "connection", f"cannot connect to {where}: {cause}"
+    if isinstance(cause, ResponseError):
+        return "refused", f"{where} refused XADD to stream {target.stream!r}: {cause}"
+    if isinstance(cause, RedisError):
+        return "connection", f"{type(cause).__name__} with {where}: {cause}"
+    return None
