@@ -1,4 +1,4 @@
-"""Fixtures of the Svix API tests: a platform key, and the official Python SDK (``svix``) pointed at the
+"""Fixtures of the Svix API tests (the platform key is the root conftest's): the official Python SDK (``svix``) pointed at the
 app in-process (its httpx client on a WSGI transport), as a platform would point it at this service."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import svix.api.svix as sdk
 from flask import Flask
 from svix.api import Svix, SvixOptions
 
-from tests.platform.conftest import platform, platform_key  # noqa: F401  (fixtures)
 
 #: Where the SDK believes the service is; the WSGI transport takes every request to the app.
 SERVER_URL = "http://webhooks.test"
