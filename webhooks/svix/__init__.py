@@ -3,7 +3,7 @@ layer onto our own models and the functions the ``/v1`` views call, authenticate
 
 ``wire`` holds the wire rules (camelCase, pages, errors); ``apps`` maps applications to tenants, ``endpoints`` endpoints to ours,
 ``messages`` messages to events, ``attempts`` attempts (and resends) to ours,
-``portal`` app-portal access to our portal's one-time links.
+``event_types`` event types to the catalog, ``portal`` app-portal access to our portal's one-time links.
 May import what ``webhooks.api`` imports, and ``webhooks.api`` itself (its schemas and key check).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from flask import Blueprint, Flask, request
 
 from webhooks.api.auth import require_platform
-from webhooks.svix import apps, attempts, endpoints, messages, portal, wire
+from webhooks.svix import apps, attempts, endpoints, event_types, messages, portal, wire
 
 blp = Blueprint("svix", __name__, url_prefix=wire.PREFIX)
 
@@ -32,7 +32,7 @@ def _authenticate() -> None:
         require_platform()
 
 
-for _part in (apps, endpoints, messages, attempts, portal):
+for _part in (apps, endpoints, messages, attempts, event_types, portal):
     blp.register_blueprint(_part.blp)
 
 
