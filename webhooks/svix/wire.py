@@ -14,6 +14,7 @@ from marshmallow import Schema, ValidationError
 from werkzeug.exceptions import HTTPException
 
 from webhooks.api.common import cursor_page
+from webhooks.errors import Refused
 
 #: Where the Svix API is served (at the host root: the Java and Kotlin SDKs drop a server URL's path).
 PREFIX = "/api/v1"
@@ -27,7 +28,7 @@ CODES = {400: "bad_request", 401: "authentication_failed", 403: "permission_deni
          429: "rate_limited", 500: "server_error", 503: "service_unavailable"}
 
 
-class SvixError(HTTPException):
+class SvixError(Refused, HTTPException):
     """An error answered as ``{"code", "detail"}`` (``detail`` a list of ``{loc, msg, type}`` for a 422)."""
 
     def __init__(self, status: int, detail: Any, code: str | None = None) -> None:
