@@ -25,6 +25,7 @@ ORDER = {
     "console": 9,
     "portal": 9,  # the customer portal: on the page kit, beside the console (whose audit log it writes)
     "platform": 9,  # tenants: the platform's customers, made by the API and the CLI; a delete ends their portal sessions
+    "svix": 9,  # the Svix API at /api/v1: a translation layer onto the API's schemas, the platform and the services
     "top": 10,  # the entry points: app, web, worker, clock, cli, listen
 }
 HELPERS = {"durations", "logs", "event_types", "turns", "secrecy", "errors", "sealing", "instance_file"}

@@ -45,7 +45,8 @@ says something about them; control-flow signals private to one module are not pa
     │   ├── listen.ApiKeyRejected             (also click.ClickException)
     │   ├── ingest.accept.RateLimited
     │   ├── ingest.idempotency.IdempotencyConflict
-    │   └── portal.access.LinkRefused
+    │   ├── portal.access.LinkRefused
+    │   └── svix.wire.SvixError               (also werkzeug's HTTPException: a Svix API error answer)
     ├── BlockedAddress                  delivery.netguard: a URL's host may not be reached
     │   └── delivery.netguard.UnresolvableHost
     ├── MailError                       health.mailer: an email could not be sent

@@ -22,7 +22,7 @@ from werkzeug.exceptions import (
     TooManyRequests,
 )
 
-from webhooks import metrics
+from webhooks import metrics, svix
 from webhooks.actions import BrokerUnavailable
 from webhooks.ingest.accept import RateLimited, UnknownTenant
 from webhooks.api import body_limit, fast_ingest, register_blueprints
@@ -50,6 +50,7 @@ def init_web(app: Flask) -> None:
     document_too_many_requests(api.spec)
     register_blueprints(api)
     app.register_blueprint(metrics.blueprint)
+    svix.init_app(app)  # the Svix API at /api/v1: its own error shape (below)
     app.request_class = body_limit.Request
     app.before_request(body_limit.reject_oversized_body)
     fast_ingest.install(app)
@@ -58,6 +59,8 @@ def init_web(app: Flask) -> None:
     app.before_request(web_spans.note_route)
 
     def http_error(error: HTTPException) -> ErrorResponse:
+        if svix.owns(request.path):
+            return svix.error_response(error)
         payload, code, headers = api.handle_http_exception(error)
         if "message" not in payload and "errors" not in payload and error.description:
             payload["message"] = error.description  # Werkzeug's generic text: says what, not why

@@ -118,6 +118,8 @@ class Endpoint(BaseModel):
     tenant = peewee.ForeignKeyField(Tenant, backref="endpoints", on_delete="CASCADE")
     url = peewee.TextField()
     description = peewee.TextField(default="")
+    #: The owner's own id for it (the Svix API's endpoint ``uid``), unique among the tenant's live endpoints.
+    uid = peewee.CharField(max_length=64, null=True)
     #: Event types this endpoint wants; empty means every (non-operational) type.
     event_types = JSONField(default=list)
     rate_limit = peewee.IntegerField(null=True)
@@ -152,7 +154,7 @@ class Endpoint(BaseModel):
     deleted_at = peewee.DateTimeField(null=True)
 
     class Meta:
-        indexes = ((("tenant", "deleted_at"), False),)
+        indexes = ((("tenant", "deleted_at"), False), (("tenant", "uid"), False))
 
 
 class Event(BaseModel):
