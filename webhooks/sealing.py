@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
+from webhooks.errors import WebhooksError
 from webhooks.instance_file import generated_once
 
 #: What every sealed value starts with.
@@ -36,7 +37,7 @@ _OPENED_CACHE = 4096
 SECRETS_KEY_RULE = "one or more keys separated by commas, each 32 url-safe base64 bytes (flask secrets generate-key)"
 
 
-class SealError(Exception):
+class SealError(WebhooksError):
     """A sealed value that no key of ``SECRETS_KEY`` opens (its message names key ids, never a secret)."""
 
 
