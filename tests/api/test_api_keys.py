@@ -14,6 +14,7 @@ from flask.testing import FlaskClient
 
 from tests.key_clock import Clock
 from webhooks.ingest import auth_keys
+from webhooks.ingest.auth_keys import LastUsed
 from webhooks.storage.models import ApiKey
 from webhooks.storage.timeutil import utcnow
 
