@@ -1,4 +1,5 @@
-"""Helpers of the API and end-to-end tests: endpoint and event factories, attempt rows, row counts."""
+"""Helpers of the API and end-to-end tests: endpoint and event factories, attempt rows, row counts,
+the paths that reached the Flask views."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import itertools
 import time
 from typing import Any
 
+from flask import Flask, request
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
@@ -81,3 +83,10 @@ def make_attempt(delivery_id: str, attempt_no: int, **overrides: Any) -> Attempt
 def row_counts() -> dict[str, int]:
     """Rows per table, to show a rejected request wrote nothing."""
     return {model.__name__: model.select().count() for model in ALL_MODELS}
+
+
+def views_run(app: Flask) -> list[str]:
+    """Paths that reached Flask's request handling (a before_request hook records them)."""
+    seen: list[str] = []
+    app.before_request_funcs.setdefault(None, []).append(lambda: seen.append(request.path) and None)
+    return seen

@@ -35,7 +35,7 @@ from webhooks.messaging.topology import Topology
 from webhooks.delivery.engine import Engine
 
 #: Fixtures of their own modules every test may ask for (a browser, the app served for it or for a client).
-pytest_plugins = ["tests.browser", "tests.live_api"]
+pytest_plugins = ["tests.browser", "tests.live_api", "tests.key_clock", "tests.isolation"]
 
 AMQP_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -1,4 +1,4 @@
-"""The package's layout: folders by stage of an event's path, imports only down the path."""
+"""The package's layout: folders by stage of an event's path, imports only down the path; no test file imports another."""
 
 from __future__ import annotations
 
@@ -110,3 +110,35 @@ def test_hand_built_sql_lives_in_storage_beside_the_models_it_writes() -> None:
     ]
 
     assert elsewhere == []
+
+
+TESTS = pathlib.Path(__file__).resolve().parent
+
+
+def imported_test_modules(path: pathlib.Path) -> set[str]:
+    """The test modules (``tests/…/test_*.py``) a file imports from, by dotted name as written."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            if not (node.level or module.split(".")[0] == "tests"):
+                continue
+            if module.rpartition(".")[2].startswith("test_"):
+                found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names if alias.name.startswith("test_")}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names
+                      if alias.name.split(".")[0] == "tests" and alias.name.rpartition(".")[2].startswith("test_")}
+    return found
+
+
+def test_no_file_of_the_tests_imports_from_a_test_module() -> None:
+    """Shared fixtures live in conftest.py and plugin modules, shared helpers in helper modules
+    (``tests/*_helpers.py``, ``tests/browser.py`` …): a test file is never another's library."""
+    borrowing = [
+        f"{path.relative_to(TESTS.parent)} imports {module}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for module in sorted(imported_test_modules(path))
+    ]
+
+    assert borrowing == []

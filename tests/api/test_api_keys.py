@@ -5,17 +5,21 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 import peewee
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from tests.key_clock import Clock
 from webhooks.ingest import auth_keys
-from webhooks.ingest.auth_keys import KeyCache, LastUsed
+from webhooks.ingest.auth_keys import LastUsed
 from webhooks.storage.models import ApiKey
 from webhooks.storage.timeutil import utcnow
+
+#: Each test starts with an empty key cache and no record of last-used writes.
+pytestmark = pytest.mark.usefixtures("fresh_caches")
 
 
 def bearer(api_key: str) -> dict[str, str]:
@@ -28,30 +32,6 @@ def status(client: FlaskClient, api_key: str) -> int:
 
 def key_id(api_key: str) -> str:
     return api_key.partition(".")[0]
-
-
-class Clock:
-    """``auth_keys.utcnow`` moved by hand (the database still keeps real times)."""
-
-    def __init__(self) -> None:
-        self.offset = timedelta()
-
-    def __call__(self) -> datetime:
-        return utcnow() + self.offset
-
-
-@pytest.fixture
-def later(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
-    clock = Clock()
-    monkeypatch.setattr(auth_keys, "utcnow", clock)
-    yield clock
-
-
-@pytest.fixture(autouse=True)
-def fresh_caches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test starts with an empty key cache and no record of last-used writes."""
-    monkeypatch.setattr(auth_keys, "key_cache", KeyCache(ttl=5.0))
-    monkeypatch.setattr(auth_keys, "last_used", LastUsed())
 
 
 def cli(app: Flask, *args: str) -> Any:

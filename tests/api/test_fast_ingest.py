@@ -11,7 +11,7 @@ from flask.testing import FlaskClient
 from werkzeug.test import EnvironBuilder
 
 from tests.conftest import IngestClock
-from tests.api_helpers import create_endpoint, row_counts
+from tests.api_helpers import create_endpoint, row_counts, views_run
 from webhooks.api.costs import COST
 from webhooks.pages.headers import SecurityHeaders
 
@@ -25,15 +25,6 @@ def fast_and_slow(make_app: Callable[..., Flask]) -> tuple[Flask, Flask]:
     # Flask alone, in the security headers every answer gets (webhooks.pages.headers).
     slow.wsgi_app = SecurityHeaders(Flask.wsgi_app.__get__(slow))  # type: ignore[method-assign]
     return fast, slow
-
-
-def views_run(app: Flask) -> list[str]:
-    """Paths that reached Flask's request handling (a before_request hook records them)."""
-    from flask import request
-
-    seen: list[str] = []
-    app.before_request_funcs.setdefault(None, []).append(lambda: seen.append(request.path) and None)
-    return seen
 
 
 def comparable(response: Any) -> tuple[int, dict[str, str], bytes]:

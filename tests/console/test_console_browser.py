@@ -9,12 +9,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import pytest
 from playwright.sync_api import Page, expect
 
-# For test files of branches written before the fixtures moved (they are plugin fixtures now):
-from tests.browser import ARTIFACTS, base_url, browser  # noqa: F401
-from tests.browser import logged_in_page
+from tests.browser import ARTIFACTS, logged_in_page
 from tests.conftest import wait_until
 from tests.console_helpers import staff
 from tests.receivers import Receiver, always, sequence

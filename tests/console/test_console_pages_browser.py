@@ -14,9 +14,7 @@ from playwright.sync_api import Browser, Page
 
 from tests.api_helpers import make_attempt
 from tests.console_helpers import failed_delivery, post_form, log_in, staff
-from tests.browser import ARTIFACTS, logged_in_page
-# For test files of branches written before these moved (import them from tests.browser):
-from tests.browser import UNLABELLED, WATCH_CSP, violations  # noqa: F401
+from tests.browser import ARTIFACTS, UNLABELLED, WATCH_CSP, logged_in_page, violations
 from tests.catalog.conftest import order_type
 from webhooks.catalog import store
 from webhooks.storage.models import Endpoint, HealthChange

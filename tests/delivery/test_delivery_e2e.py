@@ -6,8 +6,6 @@ from __future__ import annotations
 from standardwebhooks import Webhook
 
 from tests.api_helpers import create_endpoint, send
-# For test files of branches written before the helpers moved (import them from tests.api_helpers):
-from tests.api_helpers import create_endpoint as register  # noqa: F401
 from tests.conftest import wait_until
 from tests.receivers import Receiver, always, sequence
 from webhooks.storage.models import Attempt, Delivery

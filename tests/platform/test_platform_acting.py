@@ -10,9 +10,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.api.test_tenant_isolation import NOUNS, OBJECT_ROUTES, _kind, snapshot, victim  # noqa: F401 (fixture)
-from tests.api.test_fast_ingest import views_run
-from tests.api_helpers import HOOK_URL
+from tests.api_helpers import HOOK_URL, views_run
+from tests.isolation import NOUNS, OBJECT_ROUTES, object_kind, snapshot
 from webhooks.pages.headers import SecurityHeaders
 from webhooks.api import TENANT_BLUEPRINTS
 from webhooks.storage.models import Event
@@ -114,7 +113,7 @@ def test_acting_for_one_tenant_another_tenants_object_is_404_and_untouched(
                            headers=platform)
 
     assert response.status_code == 404
-    assert response.json["message"] == f"{NOUNS[_kind(path)]} not found"
+    assert response.json["message"] == f"{NOUNS[object_kind(path)]} not found"
     assert snapshot(victim) == before
 
 

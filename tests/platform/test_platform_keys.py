@@ -9,12 +9,16 @@ from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.api.test_api_keys import Clock, fresh_caches, later  # noqa: F401 (fixtures)
+from tests.key_clock import Clock
 from webhooks.ingest import auth_keys
 from webhooks.storage.models import ApiKey
+
+#: Each test starts with an empty key cache and no record of last-used writes.
+pytestmark = pytest.mark.usefixtures("fresh_caches")
 
 
 def cli(app: Flask, *args: str) -> Any:
@@ -61,7 +65,7 @@ def test_revoke_key_stops_it_at_once(app: Flask, client: FlaskClient) -> None:
 
 
 def test_rotate_key_with_an_overlap_keeps_the_old_key_working_then_it_expires(
-    app: Flask, client: FlaskClient, later: Clock  # noqa: F811
+    app: Flask, client: FlaskClient, later: Clock
 ) -> None:
     old = cli(app, "create-key", "backend")
 
