@@ -52,11 +52,12 @@ says something about them; control-flow signals private to one module are not pa
     ├── MailError                       health.mailer: an email could not be sent
     ├── ApiUnavailable                  listen: the API could not be reached (worth retrying)
     ├── Declined                        api.fast_ingest: not a request the shortcut answers (Flask does)
+    ├── SealError                       sealing: a stored secret that no key of SECRETS_KEY opens
     └── Stopping                        the process is stopping: give the work back
         ├── delivery.database_work.Stopping
         └── listen.Stopped
 
-(``BlockedAddress``, ``MailError``, ``ApiUnavailable`` and ``Declined`` are defined in their
+(``BlockedAddress``, ``MailError``, ``ApiUnavailable``, ``Declined`` and ``SealError`` are defined in their
 modules and derive from ``WebhooksError`` directly.)
 """
 
