@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint
-
 from webhooks import pages
 from webhooks.console import formatting
 
@@ -16,15 +14,7 @@ BRANDING = pages.Branding(product_name="Webhooks support")
 #: The console as the kit serves it: nobody may frame it (``frame-ancestors 'none'``).
 SITE = pages.Site(name="console", branding=BRANDING, home="console.overview", layout="console/base.html")
 
-bp = Blueprint(
-    "console",
-    __name__,
-    url_prefix="/console",
-    template_folder="templates",
-    static_folder="static",
-    static_url_path="/static",
-)
-pages.attach(bp)
+bp = pages.site_blueprint("console", __name__)
 
 
 @bp.context_processor

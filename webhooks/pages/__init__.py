@@ -13,7 +13,7 @@ May import: ``storage``, ``catalog`` (what its pages show) and the shared module
 
 from __future__ import annotations
 
-from webhooks.pages.kit import attach, current_site, register
+from webhooks.pages.kit import attach, current_site, register, site_blueprint
 from webhooks.pages.site import Branding, Site
 
-__all__ = ["Branding", "Site", "attach", "current_site", "register"]
+__all__ = ["Branding", "Site", "attach", "current_site", "register", "site_blueprint"]

@@ -130,6 +130,14 @@ def attach(bp: Blueprint) -> None:
     bp.add_url_rule("/<path:unknown>", "not_found", _not_found)
 
 
+def site_blueprint(name: str, import_name: str) -> Blueprint:
+    """A site's blueprint at ``/<name>``, with its own templates and static files and the kit's hooks."""
+    bp = Blueprint(name, import_name, url_prefix=f"/{name}", template_folder="templates",
+                   static_folder="static", static_url_path="/static")
+    attach(bp)
+    return bp
+
+
 def register(app: Flask, bp: Blueprint, site: Site) -> None:
     """Serve ``bp`` on ``app`` as ``site`` (the kit's own blueprint comes along once)."""
     if kit.name not in app.blueprints:

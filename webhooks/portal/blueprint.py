@@ -4,20 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint
-
 from webhooks import pages
 from webhooks.console import formatting
 
-bp = Blueprint(
-    "portal",
-    __name__,
-    url_prefix="/portal",
-    template_folder="templates",
-    static_folder="static",
-    static_url_path="/static",
-)
-pages.attach(bp)
+bp = pages.site_blueprint("portal", __name__)
 
 
 @bp.context_processor
