@@ -17,7 +17,6 @@ says something about them; control-flow signals private to one module are not pa
     ├── InvalidInput (also ValueError)  input the service refuses: the message names the problem
     │   ├── actions.EndpointLimitReached
     │   ├── api.parsing.RefusedJson           (also json.JSONDecodeError)
-    │   ├── catalog.examples.NoExample
     │   ├── catalog.files.CatalogFileError
     │   ├── catalog.filters.FilterError
     │   ├── catalog.registry.EventsRejected
@@ -36,6 +35,7 @@ says something about them; control-flow signals private to one module are not pa
     │   ├── tenants.TenantTaken               a live tenant has that name or uid already
     │   └── portal.capabilities.UnknownCapability
     ├── NotFound (also LookupError)     what was named does not exist (any more)
+    │   ├── catalog.examples.NoExample
     │   ├── catalog.store.UnknownEventType
     │   ├── ingest.accept.UnknownTenant
     │   └── ingest.auth_keys.KeyNotFound

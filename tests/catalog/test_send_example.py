@@ -60,17 +60,17 @@ def test_an_operational_type_can_be_sent_as_an_example(client: FlaskClient, head
     assert sent.status_code == 202 and sent.json["event_type"] == "endpoint.offline"
 
 
-def test_a_type_without_such_an_example_is_a_422_naming_it(client: FlaskClient, writer: dict[str, str],
+def test_a_type_without_such_an_example_is_a_404(client: FlaskClient, writer: dict[str, str],
                                                  headers: dict[str, str]) -> None:
     client.post("/v1/event-types", json=order_type(examples=[]), headers=writer)
     endpoint = create_endpoint(client, headers)["id"]
     url = f"/v1/endpoints/{endpoint}/send-example"
     none = client.post(url, json={"event_type": "order.paid"}, headers=headers)
-    assert none.status_code == 422 and "has no example" in json.dumps(none.json)
+    assert none.status_code == 404 and "has no example" in json.dumps(none.json)
     unknown = client.post(url, json={"event_type": "not.there"}, headers=headers)
-    assert unknown.status_code == 422 and "not in the catalog" in unknown.json["message"]
+    assert unknown.status_code == 404 and "not in the catalog" in unknown.json["message"]
     assert client.post(url, json={"event_type": "endpoint.offline", "example": 3},
-                       headers=headers).status_code == 422
+                       headers=headers).status_code == 404
 
 
 def test_flask_listen_asks_for_test_events_only_when_told() -> None:

@@ -67,12 +67,12 @@ class SendExample(MethodView):
     def post(self, data: dict[str, Any], endpoint_id: str) -> Any:
         """Send the type's example from the catalog to this endpoint alone, as a test event (`test: true`):
         signed and delivered like any event, whatever the endpoint subscribes to or filters on; left out of
-        `GET /v1/events` unless `include_test=true`. A type with no such example (or not in the catalog) is a 422."""
+        `GET /v1/events` unless `include_test=true`. A type with no such example (or not in the catalog) is a 404."""
         endpoint = get_owned(Endpoint, endpoint_id)
         try:
             accepted = examples.send_example(current_tenant(), endpoint, data["event_type"], data["example"])
-        except examples.NoExample as error:  # 422: the example asked for does not exist (the endpoint does)
-            abort(422, message=str(error), errors={"json": {"event_type": [str(error)]}})
+        except examples.NoExample as error:  # 404: the example asked for does not exist
+            abort(404, message=str(error))
         except EventsRejected as error:  # an archived type, when the catalog is strict
             abort(422, message=str(error), errors={"json": error.problems[0]})
         except ingest.BatchOverRateLimit as error:

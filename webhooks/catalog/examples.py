@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from webhooks.errors import InvalidInput
+from webhooks.errors import NotFound
 from webhooks.catalog import store
 from webhooks.catalog.filters import compile_filter, event_view
 from webhooks.event_types import wants
@@ -18,9 +18,8 @@ from webhooks.storage.timeutil import isoformat, utcnow
 #: The id a tested event is given (it is never stored).
 TEST_EVENT_ID = "evt_test"
 
-class NoExample(InvalidInput):
-    """The event type named in the request has no example to send (unknown, none given, or not that
-    many): a 422, as the endpoint the URL names exists."""
+class NoExample(NotFound):
+    """The event type has no example to send (unknown, none given, or not that many)."""
 
 
 @dataclass(frozen=True)
