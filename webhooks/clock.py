@@ -33,7 +33,7 @@ from webhooks.storage import db, retention
 from webhooks.config import Settings
 from webhooks.ingest.idempotency import IDEMPOTENCY_TTL
 from webhooks.health.mailer import SmtpConfig
-from webhooks.storage.models import IdempotencyKey
+from webhooks.storage.models import IdempotencyKey, IdempotentResponse
 from webhooks.messaging.outbox import relay_once
 from webhooks.messaging.publisher import Publisher
 from webhooks.health.releaser import Releaser
@@ -65,8 +65,10 @@ RELEASE_ERROR_PAUSE_SECONDS = 1.0
 
 
 def expire_idempotency_keys() -> int:
-    """Forget idempotency keys older than their 24 hours."""
-    return IdempotencyKey.delete().where(IdempotencyKey.created_at < utcnow() - IDEMPOTENCY_TTL).execute()
+    """Forget idempotency keys older than their 24 hours: ingestion's and the Svix API's answers."""
+    cutoff = utcnow() - IDEMPOTENCY_TTL
+    return (IdempotencyKey.delete().where(IdempotencyKey.created_at < cutoff).execute()
+            + IdempotentResponse.delete().where(IdempotentResponse.created_at < cutoff).execute())
 
 
 def with_lock(fn: Callable[[], Any]) -> Any:

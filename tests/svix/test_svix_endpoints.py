@@ -1,5 +1,6 @@
 """The Svix API's endpoints are our endpoints: the official SDK creates, lists, reads (by id or uid),
-replaces, patches and deletes them, reads and rotates their secret, and recovers what failed."""
+replaces, patches and deletes them, reads and rotates their secret, and recovers what failed; an endpoint's
+channels are kept, and fan-out passes an endpoint with channels by (our messages carry none)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import pytest
 from flask.testing import FlaskClient
 from svix.api import (
     ApplicationIn, EndpointIn, EndpointListOptions, EndpointPatch, EndpointSecretRotateIn, EndpointUpsertIn,
-    RecoverIn, Svix,
+    MessageIn, RecoverIn, Svix,
 )
 from svix.api.errors.http_error import HttpError
 from svix.api.errors.http_validation_error import HTTPValidationError
+
+from webhooks.storage.models import Delivery
 
 URL = "https://hooks.example.com/in"
 
@@ -88,7 +91,29 @@ def test_bad_endpoints_are_svix_422s_and_a_taken_uid_a_409(svix_client: Svix, ap
     assert taken.value.status_code == 409
     with pytest.raises(HTTPValidationError):
         svix_client.endpoint.create(app_id, EndpointIn(url="ftp://nowhere"))
-    channels = client.post(f"/api/v1/app/{app_id}/endpoint", json={"url": URL, "channels": ["x"]}, headers=platform)
-    assert channels.status_code == 422 and channels.json["detail"][0]["loc"] == ["body", "channels"]
+    for channels in (["a b"], ["x", "x"], [f"c{n}" for n in range(11)], "x"):
+        bad = client.post(f"/api/v1/app/{app_id}/endpoint", json={"url": URL, "channels": channels}, headers=platform)
+        assert bad.status_code == 422 and bad.json["detail"][0]["loc"] == ["body", "channels"], channels
+    headers = client.post(f"/api/v1/app/{app_id}/endpoint", json={"url": URL, "headers": {"a": "b"}}, headers=platform)
+    assert headers.status_code == 422 and headers.json["detail"][0]["loc"] == ["body", "headers"]
     bad_uid = client.post(f"/api/v1/app/{app_id}/endpoint", json={"url": URL, "uid": "a b"}, headers=platform)
     assert bad_uid.status_code == 422 and bad_uid.json["detail"][0]["loc"] == ["body", "uid"]
+
+
+def test_channels_are_kept_by_a_patch_cleared_by_a_put_and_fan_out_passes_such_an_endpoint_by(
+        svix_client: Svix, app_id: str) -> None:
+    listening = svix_client.endpoint.create(app_id, EndpointIn(url=URL, uid="listening", channels=["ch1", "ch0"]))
+    every = svix_client.endpoint.create(app_id, EndpointIn(url=URL, uid="every"))
+    assert listening.channels == ["ch0", "ch1"] and every.channels is None
+
+    patched = svix_client.endpoint.patch(app_id, "listening", EndpointPatch(description="Orders"))
+    assert patched.channels == ["ch0", "ch1"] and svix_client.endpoint.get(app_id, "listening").channels == ["ch0", "ch1"]
+
+    message = svix_client.message.create(app_id, MessageIn(event_type="order.paid", payload={}))
+    sent_to = {row.endpoint_id for row in Delivery.select().where(Delivery.event == message.id)}
+    assert sent_to == {every.id}  # a message without channels skips an endpoint with channels, as on Svix
+
+    replaced = svix_client.endpoint.upsert(app_id, "listening", EndpointUpsertIn(url=URL))
+    assert replaced.channels is None
+    again = svix_client.message.create(app_id, MessageIn(event_type="order.paid", payload={}))
+    assert {row.endpoint_id for row in Delivery.select().where(Delivery.event == again.id)} == {every.id, listening.id}

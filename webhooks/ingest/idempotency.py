@@ -1,9 +1,12 @@
-"""Idempotency keys of ingestion: a key names one event for 24 hours (a unique ``(tenant, key)``).
+"""Idempotency keys: a key names the first answer to a request for 24 hours.
 
-The same key with the same request (event type and payload) returns the first event and
-creates nothing; with a different request it is a conflict (409). Within one batch, a
-later item that repeats an earlier item's key is treated the same way, as if the items
-had been sent one after the other.
+The rules, the same wherever a key is taken: the same key with the same request (its
+``fingerprint``) answers what the first one did and acts no more; with a different request
+it is a conflict (409); a key older than ``IDEMPOTENCY_TTL`` is forgotten (``expired``) and
+may be used afresh. Ingestion's keys name one event (a unique ``(tenant, key)``, below);
+the Svix API's keys name a whole answer (``webhooks.svix.idempotency``). Within one batch, a
+later item that repeats an earlier item's key is treated as if the items had been sent one
+after the other.
 """
 
 from __future__ import annotations
@@ -34,10 +37,20 @@ class IdempotencyConflict(Refused):
         return [index for index, _ in self.conflicts]
 
 
-def request_hash(event_type: str, payload: dict[str, Any]) -> str:
-    """Fingerprint of a request, to tell a retry from a different request with the same key."""
-    canonical = json.dumps({"event_type": event_type, "payload": payload}, sort_keys=True, separators=(",", ":"))
+def fingerprint(request: Any) -> str:
+    """SHA-256 of a request's canonical JSON, to tell a retry from a different request with the same key."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def request_hash(event_type: str, payload: dict[str, Any]) -> str:
+    """Fingerprint of an event's request (its type and payload)."""
+    return fingerprint({"event_type": event_type, "payload": payload})
+
+
+def expired(created_at: datetime, now: datetime) -> bool:
+    """Is a key made at ``created_at`` forgotten by ``now``?"""
+    return created_at < now - IDEMPOTENCY_TTL
 
 
 def repeats_within(keys: Sequence[str | None], digests: Sequence[str | None]) -> dict[int, int]:
@@ -88,7 +101,7 @@ def look_up(tenant_id: str, keyed: dict[str, tuple[int, str]], now: datetime) ->
     conflicts = []
     for row in rows:
         index, digest = keyed[row.key]
-        if row.created_at < now - IDEMPOTENCY_TTL:
+        if expired(row.created_at, now):
             found.expired.append(row.key)
         elif row.request_hash != digest:
             conflicts.append((index, row.key))

@@ -83,15 +83,16 @@ def bump_params(dialect: Dialect, tenant_id: str, rate_limit: float | None, now:
 
 @lru_cache(maxsize=None)
 def endpoints_sql(dialect: Dialect) -> str:
-    """The tenant's live endpoints, as much as routing needs. Parameter: tenant id."""
+    """The tenant's live endpoints that take messages without channels (all events), as much as routing
+    needs. Parameter: tenant id."""
     return (f'SELECT "id", "event_types", "disabled", "health", "filter" FROM {table(Endpoint)} '
-            f'WHERE "tenant_id" = {dialect.param} AND "deleted_at" IS NULL ORDER BY "id"')
+            f'WHERE "tenant_id" = {dialect.param} AND "deleted_at" IS NULL AND "channels" IS NULL ORDER BY "id"')
 
 
 @lru_cache(maxsize=None)
 def postgres_read_sql(with_keys: bool) -> str:
     """Round trip 1 on PostgreSQL, outside any transaction: whether any idempotency key is on
-    file, and the tenant's live endpoints. Nothing is locked.
+    file, and the tenant's live endpoints without channels (as ``endpoints_sql``). Nothing is locked.
 
     One row per live endpoint (one row of NULL endpoint columns when there is none):
     ``any_key_seen, id, event_types, disabled, health, filter``. Parameters: [tenant id, the keys
@@ -102,7 +103,7 @@ def postgres_read_sql(with_keys: bool) -> str:
     return (
         f'SELECT {key_seen}, e."id", e."event_types", e."disabled", e."health", e."filter" '
         f'FROM (SELECT 1) AS "one" LEFT JOIN {table(Endpoint)} e ON e."tenant_id" = %s AND e."deleted_at" IS NULL '
-        f'ORDER BY e."id"'
+        f'AND e."channels" IS NULL ORDER BY e."id"'
     )
 
 

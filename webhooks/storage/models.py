@@ -145,6 +145,9 @@ class Endpoint(BaseModel):
     next_probe_at = peewee.DateTimeField(null=True)
     #: Only events matching this filter reach it (``webhooks.catalog.filters``); None: every event.
     filter = JSONField(null=True)
+    #: The Svix API's channels the endpoint listens to (null: every message). A message carries none here,
+    #: so an endpoint with channels gets no message by fan-out (as on Svix), only resends and recovers.
+    channels = JSONField(null=True)
     #: Token bucket of ``rate_limit``, shared by every worker process.
     rate_tokens = peewee.FloatField(null=True)
     rate_updated_at = peewee.DateTimeField(null=True)
@@ -189,6 +192,21 @@ class IdempotencyKey(BaseModel):
 
     class Meta:
         indexes = ((("tenant", "key"), True),)
+
+
+class IdempotentResponse(BaseModel):
+    """The answer to a POST of the Svix API sent with an ``idempotency-key``: ``(api_key, key)`` is unique,
+    ``status`` is null while the first request is being answered (``webhooks.svix.idempotency``)."""
+
+    api_key = peewee.ForeignKeyField(ApiKey, on_delete="CASCADE")
+    key = peewee.CharField(max_length=255)
+    request_hash = peewee.CharField(max_length=64)
+    status = peewee.IntegerField(null=True)
+    body = peewee.TextField(null=True)
+    created_at = peewee.DateTimeField(default=utcnow, index=True)
+
+    class Meta:
+        indexes = ((("api_key", "key"), True),)
 
 
 class Delivery(BaseModel):
@@ -373,6 +391,6 @@ class EventType(BaseModel):
 
 #: Creation order (parents first).
 ALL_MODELS: tuple[type[BaseModel], ...] = (
-    Tenant, ApiKey, Endpoint, Event, IdempotencyKey, Delivery, Attempt, ManualAttempt, HealthChange, Alert,
-    EndpointWindow, RetentionMark, EventType,
+    Tenant, ApiKey, Endpoint, Event, IdempotencyKey, IdempotentResponse, Delivery, Attempt, ManualAttempt, HealthChange,
+    Alert, EndpointWindow, RetentionMark, EventType,
 )

@@ -3,7 +3,8 @@ layer onto our own models and the functions the ``/v1`` views call, authenticate
 
 ``wire`` holds the wire rules (camelCase, pages, errors); ``apps`` maps applications to tenants, ``endpoints`` endpoints to ours,
 ``messages`` messages to events, ``attempts`` attempts (and resends) to ours,
-``event_types`` event types to the catalog, ``portal`` app-portal access to our portal's one-time links.
+``event_types`` event types to the catalog, ``portal`` app-portal access to our portal's one-time links;
+``idempotency`` answers a repeated POST (same ``idempotency-key``) with its first answer.
 May import what ``webhooks.api`` imports, and ``webhooks.api`` itself (its schemas and key check).
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 from flask import Blueprint, Flask, request
 
 from webhooks.api.auth import require_platform
-from webhooks.svix import apps, attempts, endpoints, event_types, messages, portal, wire
+from webhooks.svix import apps, attempts, endpoints, event_types, idempotency, messages, portal, wire
 
 blp = Blueprint("svix", __name__, url_prefix=wire.PREFIX)
 
@@ -30,6 +31,11 @@ def _authenticate() -> None:
     """Every route but health takes a platform key as its bearer token."""
     if request.endpoint != "svix.health":
         require_platform()
+
+
+blp.before_request(idempotency.begin)
+blp.after_request(idempotency.finish)
+blp.teardown_request(idempotency.abandon)
 
 
 for _part in (apps, endpoints, messages, attempts, event_types, portal):

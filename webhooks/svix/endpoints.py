@@ -1,6 +1,8 @@
 """Svix endpoints are our endpoints: list, create, read, replace, patch and delete them, read and
 rotate their secret, and recover what failed, through ``webhooks.actions`` and checked by the
-``/v1/endpoints`` schemas. ``{endpoint_id}`` is our id or the endpoint's ``uid``."""
+``/v1/endpoints`` schemas. ``{endpoint_id}`` is our id or the endpoint's ``uid``. An endpoint's
+``channels`` are kept and shown; messages carry none here, so fan-out passes such an endpoint by
+(``Endpoint.channels``), as the Svix server passes it for a message without channels."""
 
 from __future__ import annotations
 
@@ -23,12 +25,14 @@ from webhooks.svix.apps import app_for
 #: An endpoint's uid, as the Svix API allows it.
 UID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
+#: A channel's name and how many an endpoint listens to, as the Svix API allows them.
+CHANNEL, MAX_CHANNELS = re.compile(r"^[A-Za-z0-9_.-]{1,128}$"), 10
+
 #: The longest ``gracePeriodSeconds`` of a rotation (the Svix API's bound: 7 days).
 MAX_GRACE = 7 * 24 * 3600
 
 #: Svix endpoint features we lack: a non-empty value is a 422 naming it.
-UNSUPPORTED = {"channels": "channels are not supported by this service: use eventTypes (or filterTypes)",
-               "headers": "custom headers are not supported by this service"}
+UNSUPPORTED = {"headers": "custom headers are not supported by this service"}
 
 #: ``disabled_reason`` of an endpoint disabled through the Svix API.
 DISABLED_BY_REQUEST = "disabled through the API"
@@ -43,7 +47,7 @@ def show(endpoint: Endpoint) -> dict[str, Any]:
     types = list(endpoint.event_types) or None
     return {"id": endpoint.id, "uid": endpoint.uid, "url": endpoint.url, "description": endpoint.description,
             "metadata": endpoint.metadata or {}, "disabled": endpoint.disabled, "eventTypes": types,
-            "filterTypes": types, "channels": None, "throttleRate": endpoint.rate_limit,
+            "filterTypes": types, "channels": endpoint.channels, "throttleRate": endpoint.rate_limit,
             "rateLimit": endpoint.rate_limit, "version": 1, "createdAt": wire.timestamp(endpoint.created_at),
             "updatedAt": wire.timestamp(endpoint.updated_at)}
 
@@ -65,7 +69,8 @@ def endpoint_for(app_id: str, ref: str) -> Endpoint:
 
 
 def _fields(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A Svix endpoint body as our endpoint fields (for our schemas) and the Svix-only ones (uid, disabled, secret)."""
+    """A Svix endpoint body as our endpoint fields (for our schemas) and the Svix-only ones (uid, disabled, secret,
+    channels)."""
     for name, why in UNSUPPORTED.items():
         if data.get(name):
             wire.invalid(["body", name], why)
@@ -78,12 +83,25 @@ def _fields(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         if name in data:
             fields["rate_limit"] = data[name]
     extra = {name: data[name] for name in ("uid", "disabled", "secret") if name in data}
+    if "channels" in data:
+        extra["channels"] = _channels(data["channels"])
     uid = extra.get("uid")
     if uid is not None and (not isinstance(uid, str) or not UID.match(uid)):
         wire.invalid(["body", "uid"], "must be 1 to 64 letters, digits, '_', '.', ':' or '-'")
     if "disabled" in extra and not isinstance(extra["disabled"], bool):
         wire.invalid(["body", "disabled"], "must be a boolean", "type_error.bool")
     return fields, extra
+
+
+def _channels(value: Any) -> list[str] | None:
+    """Up to ten distinct channel names, sorted (none: null, every message)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(name, str) and CHANNEL.match(name) for name in value):
+        wire.invalid(["body", "channels"], "must be a list of names of 1 to 128 letters, digits, '_', '.' or '-'")
+    if len(set(value)) != len(value) or len(value) > MAX_CHANNELS:
+        wire.invalid(["body", "channels"], f"must be at most {MAX_CHANNELS} distinct names")
+    return sorted(value) or None
 
 
 def _check(tenant: Tenant, fields: dict[str, Any], uid: str | None, but: str | None = None) -> None:
@@ -121,7 +139,8 @@ def _create(tenant: Tenant, fields: dict[str, Any], extra: dict[str, Any]) -> En
     _check(tenant, checked, extra.get("uid"))
     settings = current_app.extensions["webhooks.settings"]
     try:
-        endpoint = actions.create_endpoint(tenant.id, {**checked, "uid": extra.get("uid")}, scheme="v1",
+        endpoint = actions.create_endpoint(tenant.id, {**checked, "uid": extra.get("uid"),
+                                                       "channels": extra.get("channels")}, scheme="v1",
                                            max_endpoints=settings.max_endpoints_per_tenant)
     except actions.EndpointLimitReached as error:
         wire.fail(409, str(error))
@@ -159,7 +178,7 @@ def update_endpoint(app_id: str, endpoint_id: str) -> tuple[dict[str, Any], int]
         return show(_create(tenant, fields, {"uid": endpoint_id, **extra})), 201
     changes = wire.load(CREATE, {"description": "", "event_types": [], "metadata": {}, "rate_limit": None, **fields})
     _check(tenant, changes, extra.get("uid"), but=endpoint.id)
-    return show(_apply(endpoint, {**changes, "uid": extra.get("uid")}, extra)), 200
+    return show(_apply(endpoint, {**changes, "uid": extra.get("uid"), "channels": extra.get("channels")}, extra)), 200
 
 
 @blp.patch("/app/<app_id>/endpoint/<endpoint_id>")
@@ -168,8 +187,7 @@ def patch_endpoint(app_id: str, endpoint_id: str) -> dict[str, Any]:
     fields, extra = _fields(wire.body())
     changes = wire.load(UPDATE, fields, partial=True)
     _check(g.tenant, changes if changes.get("url") != endpoint.url else {}, extra.get("uid"), but=endpoint.id)
-    if "uid" in extra:
-        changes["uid"] = extra["uid"]
+    changes.update({name: extra[name] for name in ("uid", "channels") if name in extra})
     return show(_apply(endpoint, changes, extra))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NoReturn
 
-from flask import Blueprint, request
+from flask import Blueprint
 
 from webhooks.catalog import store
 from webhooks.catalog.spec import EventTypeCreateSchema, EventTypeUpdateSchema
