@@ -4,11 +4,14 @@ are forgotten after ``IDEMPOTENCY_TTL`` (``webhooks.svix.idempotency``, by inges
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from flask import Flask
 from flask.testing import FlaskClient
 from svix.api import (
     AppPortalAccessIn, ApplicationCreateOptions, ApplicationIn, AuthenticationAppPortalAccessOptions,
@@ -26,6 +29,7 @@ from webhooks.storage import db
 from webhooks.storage.models import Delivery, Endpoint, EventType, IdempotentResponse, ManualAttempt, Tenant
 from webhooks.storage.statuses import DeliveryStatus
 from webhooks.storage.timeutil import utcnow
+from webhooks.svix import idempotency
 
 URL = "https://hooks.example.com/in"
 
@@ -179,17 +183,47 @@ def test_a_key_is_forgotten_after_its_ttl_and_the_clock_deletes_it(client: Flask
     assert expire_idempotency_keys() == 1 and not IdempotentResponse.select().exists()
 
 
-def test_a_key_whose_first_request_never_answered_is_a_409_then_taken_over(client: FlaskClient,
-                                                                           platform: dict[str, str],
-                                                                           platform_key: SimpleNamespace) -> None:
+def in_flight(app: Flask, platform_key: SimpleNamespace, body: dict[str, Any]) -> IdempotentResponse:
+    """The row of a first request with key ``k`` and ``body`` to ``POST /api/v1/app``, still being answered."""
+    with app.test_request_context("/api/v1/app", method="POST", json=body):
+        digest = idempotency._request_fingerprint()
     with db.write():
-        row = IdempotentResponse.create(api_key=platform_key.id, key="k", request_hash="0" * 64)
+        return IdempotentResponse.create(api_key=platform_key.id, key="k", request_hash=digest)
 
-    in_flight = post(client, "/app", platform, "k", {"name": "Acme"})
-    assert in_flight.status_code == 409 and "being answered" in in_flight.json["detail"]
 
-    IdempotentResponse.update(created_at=utcnow() - timedelta(minutes=5)).where(IdempotentResponse.id == row.id).execute()
-    assert post(client, "/app", platform, "k", {"name": "Acme"}).status_code == 201
+def test_a_repeat_waits_for_the_answer_of_its_first_request(app: Flask, client: FlaskClient,
+                                                             platform: dict[str, str],
+                                                             platform_key: SimpleNamespace) -> None:
+    row = in_flight(app, platform_key, {"name": "Acme"})
+
+    def answer() -> None:  # the first request answers while the repeat waits (or before it asks: the same)
+        time.sleep(0.2)
+        with db.database.connection_context():
+            IdempotentResponse.update(status=201, body='{"id": "app_first"}').where(
+                IdempotentResponse.id == row.id).execute()
+
+    first = threading.Thread(target=answer)
+    first.start()
+    repeat = post(client, "/app", platform, "k", {"name": "Acme"})
+    first.join()
+
+    assert repeat.status_code == 201 and repeat.json == {"id": "app_first"} and not Tenant.select().exists()
+
+
+def test_a_key_whose_first_request_never_answered_is_a_409_then_taken_over(
+        app: Flask, client: FlaskClient, platform: dict[str, str], platform_key: SimpleNamespace,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(idempotency, "IN_FLIGHT_WAIT", 0.1)
+    row = in_flight(app, platform_key, {"name": "Acme"})
+
+    waited = post(client, "/app", platform, "k", {"name": "Acme"})
+    assert waited.status_code == 409 and "still being answered" in waited.json["detail"]
+    assert not Tenant.select().exists()
+
+    IdempotentResponse.update(created_at=utcnow() - idempotency.STALE_START - timedelta(seconds=1)).where(
+        IdempotentResponse.id == row.id).execute()
+    taken_over = post(client, "/app", platform, "k", {"name": "Acme"})
+    assert taken_over.status_code == 201 and Tenant.select().count() == 1
 
 
 @pytest.mark.parametrize("key", ["x" * 256])

@@ -4,13 +4,15 @@ again (its status and body, with ``Idempotent-Replayed: true``) and act no more;
 request is a 409. Keys are the platform key's own (two keys may use the same one).
 
 The key is taken before the view runs (a row with no ``status``, unique ``(api_key, key)``: of two requests
-racing, one acts and the other is a 409 to retry). A 2xx answer is kept; any other is forgotten, as the Svix
-server does, so a retry after an error acts. A row whose first request never finished (its process died)
+racing, one acts; the other waits up to ``IN_FLIGHT_WAIT`` for its answer, as the Svix server does, then is
+a 409 to retry). A 2xx answer is kept; any other is forgotten, as the Svix server does, so a retry after an
+error acts. A row whose first request never finished (its process died)
 is taken over after ``STALE_START``. Sending a message keeps its key as ingestion does (``OWN_KEYS``).
 """
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,6 +34,12 @@ MAX_KEY = 255
 
 #: A key whose first request has not answered after this long is taken over by the next request with it.
 STALE_START = timedelta(seconds=60)
+
+#: How long a repeat waits for the answer of its first request, still being answered (seconds).
+IN_FLIGHT_WAIT = 5.0
+
+#: How often it looks (seconds).
+IN_FLIGHT_POLL = 0.05
 
 #: Views that keep their keys themselves: a message's key is its event's (``eventId``, ``webhooks.svix.messages``).
 OWN_KEYS = frozenset({"svix.svix_messages.create_message"})
@@ -55,27 +63,33 @@ def _take(row: IdempotentResponse, digest: str, now: datetime) -> bool:
     return taken == 1
 
 
-def _claim(key: str, digest: str) -> IdempotentResponse | None:
+def _on_file(key: str) -> IdempotentResponse | None:
+    return IdempotentResponse.get_or_none((IdempotentResponse.api_key == g.api_key_id) & (IdempotentResponse.key == key))
+
+
+def _claim(key: str, digest: str) -> IdempotentResponse:
     """This request's row (it acts), or the finished row it repeats; a 409 for another request or one in flight."""
-    now = utcnow()
-    try:
-        with db.write():
-            return IdempotentResponse.create(api_key=g.api_key_id, key=key, request_hash=digest, created_at=now)
-    except peewee.IntegrityError:
-        pass
-    row = IdempotentResponse.get_or_none((IdempotentResponse.api_key == g.api_key_id) & (IdempotentResponse.key == key))
-    if row is None:  # forgotten in between (an error answer): this request acts
-        return _claim(key, digest)
-    stale = row.status is None and row.created_at < now - STALE_START
-    if expired(row.created_at, now) or stale:
-        if _take(row, digest, now):
-            return IdempotentResponse.get_by_id(row.id)
-        wire.fail(409, f"a request with the idempotency key {key!r} is being answered: retry")
-    if row.request_hash != digest:
-        wire.fail(409, str(IdempotencyConflict([(0, key)])))
-    if row.status is None:
-        wire.fail(409, f"a request with the idempotency key {key!r} is being answered: retry")
-    return row
+    deadline = time.monotonic() + IN_FLIGHT_WAIT
+    while True:
+        now = utcnow()
+        try:
+            with db.write():
+                return IdempotentResponse.create(api_key=g.api_key_id, key=key, request_hash=digest, created_at=now)
+        except peewee.IntegrityError:
+            row = _on_file(key)
+        if row is None:  # forgotten in between (an error answer): this request acts
+            continue
+        if expired(row.created_at, now) or row.status is None and row.created_at < now - STALE_START:
+            if _take(row, digest, now):
+                return IdempotentResponse.get_by_id(row.id)
+            continue
+        if row.request_hash != digest:
+            wire.fail(409, str(IdempotencyConflict([(0, key)])))
+        if row.status is not None:
+            return row
+        if time.monotonic() >= deadline:
+            wire.fail(409, f"a request with the idempotency key {key!r} is still being answered: retry")
+        time.sleep(IN_FLIGHT_POLL)
 
 
 def begin() -> Response | None:
