@@ -58,9 +58,11 @@ test("a message is sent, read and its attempts listed", async () => {
   const message = await svix.message.create(app.id, { eventType: "order.paid", eventId: "evt-js-1", payload: { n: 1 } });
   assert.equal(message.eventId, "evt-js-1");
 
-  const read = await svix.message.get(app.id, "evt-js-1");
+  const read = await svix.message.get(app.id, "evt-js-1", { withContent: true });
   assert.equal(read.id, message.id);
   assert.deepEqual(read.payload, { n: 1 });
+  const bare = await svix.message.get(app.id, message.id); // this SDK asks for no content by default
+  assert.deepEqual(bare.payload, {});
   const endpoints = await svix.endpoint.list(app.id);
   assert.deepEqual(endpoints.data.map((row) => row.id), [endpoint.id]);
   const attempts = await svix.messageAttempt.listByMsg(app.id, message.id);
