@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask.testing import FlaskClient
 
 from tests.api_helpers import create_endpoint
-from tests.catalog.conftest import ORDER_SCHEMA, order_type
+from tests.catalog_helpers import ORDER_SCHEMA, order_type
 from tests.console_helpers import log_in
 from webhooks.catalog import store
 from webhooks.catalog.reading import FieldRow, field_rows
