@@ -120,11 +120,16 @@ def types_sent(tenant_id: str) -> list[tuple[str, int]]:
     return types
 
 
+def catalog_entries() -> list[store.Entry]:
+    """The catalog's types as the portal offers them (not archived; the first ``MAX_TYPES_OFFERED`` by name)."""
+    return list(store.page(limit=MAX_TYPES_OFFERED)["data"])
+
+
 def type_choices(tenant_id: str) -> list[tuple[str, list[TypeChoice]]]:
     """The types to pick from, under headings: the catalog's groups (deprecated types marked), then
     those the tenant has sent that the catalog does not have."""
     sent = dict(types_sent(tenant_id))
-    entries = store.page(limit=MAX_TYPES_OFFERED)["data"]
+    entries = catalog_entries()
     choices = [(group, [TypeChoice(entry.name, entry.description, entry.deprecated, sent.get(entry.name))
                         for entry in members]) for group, members in reading.by_group(entries)]
     listed = {entry.name for entry in entries}

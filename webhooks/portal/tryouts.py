@@ -16,7 +16,7 @@ from webhooks.catalog.store import Entry
 from webhooks.event_types import EVENT_TYPE_PATTERN, wants
 from webhooks.pages.errors import FieldErrors
 from webhooks.pages.text import pretty_json
-from webhooks.portal.forms import MAX_TYPES_OFFERED, read_json
+from webhooks.portal.forms import read_json
 from webhooks.storage.models import Endpoint
 
 #: The filter-test form's fields, in the order it shows them (the error summary follows it).
@@ -37,16 +37,12 @@ class Received:
         return self.entry is not None and bool(self.entry.examples)
 
 
-def catalog_entries() -> list[Entry]:
-    """The catalog's types as the portal offers them (not archived; the first ``MAX_TYPES_OFFERED`` by name)."""
-    return list(store.page(limit=MAX_TYPES_OFFERED)["data"])
-
-
 def received_types(endpoint: Endpoint, entries: list[Entry]) -> list[Received]:
     """The types ``endpoint`` receives: those it lists (in or out of the catalog), or when it lists
     none, every type of the catalog but the operational ones (which must be listed)."""
     if endpoint.event_types:
-        return [Received(name, store.get(name)) for name in endpoint.event_types]
+        listed = {entry.name: entry for entry in entries}
+        return [Received(name, listed[name] if name in listed else store.get(name)) for name in endpoint.event_types]
     return [Received(entry.name, entry) for entry in entries if wants([], entry.name)]
 
 

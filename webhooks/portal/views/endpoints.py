@@ -19,7 +19,7 @@ from webhooks.portal.auth import owned_or_404, record, requires, visitor
 from webhooks.portal.blueprint import bp
 from webhooks.portal.capabilities import MANAGE_ENDPOINTS
 from webhooks.portal.snippets import SNIPPETS
-from webhooks.portal.tryouts import catalog_entries, filter_text, received_types
+from webhooks.portal.tryouts import filter_text, received_types
 from webhooks.storage.models import Attempt, Endpoint
 from webhooks.storage.timeutil import isoformat
 
@@ -63,7 +63,7 @@ def endpoint(endpoint_id: str) -> str:
     attempts = list(Attempt.select().where(Attempt.endpoint == row.id).order_by(Attempt.id.desc()).limit(RECENT_ATTEMPTS))
     return render_template("portal/endpoint.html", row=health_rows([row])[0], endpoint=row, attempts=attempts,
                            snippets=SNIPPETS, recover_default=isoformat(g.now - timedelta(hours=24)),
-                           received=received_types(row, catalog_entries()))
+                           received=received_types(row, forms.catalog_entries()))
 
 
 def _form_page(endpoint: Endpoint | None, values: dict[str, Any], errors: Any, status: int = 200) -> tuple[str, int]:

@@ -13,7 +13,8 @@ from webhooks.console.views.common import perform
 from webhooks.portal.auth import record, requires, visitor
 from webhooks.portal.blueprint import bp
 from webhooks.portal.capabilities import MANAGE_ENDPOINTS
-from webhooks.portal.tryouts import FIELDS, FilterTest, catalog_entries, received_types
+from webhooks.portal.forms import catalog_entries
+from webhooks.portal.tryouts import FIELDS, FilterTest, received_types
 from webhooks.portal.views.endpoints import live_endpoint
 
 
