@@ -18,7 +18,7 @@ def test_a_schema_reads_as_one_row_per_field() -> None:
     assert field_rows(ORDER_SCHEMA) == [
         FieldRow("amount", "number", True, "minimum 0", ""),
         FieldRow("currency", "one of", True, 'enum ["eur", "usd"]', ""),
-        FieldRow("items", "array", False, "", ""),
+        FieldRow("items", "array of object", False, "", ""),
     ]
     nested = {"type": "object", "required": ["customer"], "properties": {
         "customer": {"type": "object", "description": "Who paid.", "required": ["id"],
@@ -28,7 +28,7 @@ def test_a_schema_reads_as_one_row_per_field() -> None:
     assert field_rows(nested) == [
         FieldRow("customer", "object", True, "", "Who paid."),
         FieldRow("customer.id", "string", True, 'pattern "^cus_"', ""),
-        FieldRow("lines", "array", False, "", ""),
+        FieldRow("lines", "array of object", False, "", ""),
         FieldRow("lines[].qty", "integer or null", False, "", ""),
     ]
 

@@ -28,7 +28,7 @@ def test_the_portal_lists_the_catalog_by_group_with_fields_schema_and_examples(a
 
     headings = [page.index(f">{name} <span") for name in ("customers", "operational", "orders", "Other types")]
     assert headings == sorted(headings)  # by name, the types without a group last
-    assert page.index(">customers <span") < page.index("customer.created") < page.index(">orders <span")
+    assert page.index(">customers <span") < page.index('id="type-customer.created"') < page.index(">orders <span")
     assert 'class="badge deprecated"' in raw and "order.legacy" in page
     assert "order.gone" not in page  # archived types are not shown to customers, even when asked
     assert '<td class="depth-1"><code title="customer.address">address</code>' in page  # nested, indented

@@ -51,9 +51,11 @@ def shows_the_catalog(page: Page) -> None:
     expect(schema).to_be_hidden()
     card.get_by_text("JSON Schema (version 1)").click()
     expect(schema).to_contain_text('"$schema": "https://json-schema.org/draft/2020-12/schema"')
-    nested = page.locator("#type-customer\\.created td.depth-2")
-    expect(nested).to_have_text("city")
-    assert nested.evaluate("cell => parseFloat(getComputedStyle(cell).paddingLeft)") > 40  # indented
+    fields = page.locator("#type-customer\\.created table.schema")
+    expect(fields.locator("td.depth-2")).to_have_text("city")
+    indents = [fields.locator(f"td.depth-{depth}").first.evaluate("cell => parseFloat(getComputedStyle(cell).paddingLeft)")
+               for depth in (0, 1, 2)]
+    assert indents == sorted(set(indents))  # each level further in than its parent
     expect(page.locator("#type-order\\.legacy .badge.deprecated")).to_be_visible()
 
 

@@ -41,6 +41,8 @@ def _type_of(schema: dict[str, Any]) -> str:
     kind = schema.get("type")
     if isinstance(kind, list):
         return " or ".join(str(k) for k in kind)
+    if kind == "array" and isinstance(schema.get("items"), dict) and "type" in schema["items"]:
+        return f"array of {_type_of(schema['items'])}"
     if kind is not None:
         return str(kind)
     if "enum" in schema or "const" in schema:
