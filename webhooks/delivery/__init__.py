@@ -1,7 +1,7 @@
 """Delivery: from the primary queue to the receiver and back through the ladder.
 
 The engine, one asyncio event loop per worker process: ``engine`` (the loop and its
-broker sessions) -> ``lanes`` (the endpoints' ``lane``\s of waiting messages, served round-robin by
+broker sessions) -> ``lanes`` (each endpoint's ``lane`` of waiting messages, served round-robin by
 tenant) with ``window`` (each endpoint's adaptive concurrency) -> ``attempt`` (claim,
 sign, call the endpoint's ``destinations`` kind (HTTP: ``sender`` through ``guard``), judge with ``decide``, record, send on,
 ack) -> ``batcher`` (database work in batches on threads). ``spill`` moves a backlog
