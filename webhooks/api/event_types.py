@@ -65,6 +65,9 @@ class EventTypeSchema(Schema):
     version = fields.Integer(metadata={"description": "Grows with each change of `schema`."})
     created_at = UtcDateTime(allow_none=True)
     updated_at = UtcDateTime(allow_none=True)
+    email_subject = fields.String(allow_none=True, metadata={"description": "Template of the emails' subject."})
+    email_text = fields.String(allow_none=True, metadata={"description": "Template of the emails' plain text."})
+    email_html = fields.String(allow_none=True, metadata={"description": "Template of the emails' HTML."})
 
 
 class EventTypePageSchema(Schema):
