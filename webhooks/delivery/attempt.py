@@ -126,6 +126,7 @@ class Attempts:
             counts_as_failure=counts_towards_offline(result.status_code),
             disable_reason=verdict.summary if verdict.gone else None,
             exhausted=step.exhausted,
+            phases=result.phases,
         )
         try:
             recorded = await self.rt.db.until_up(self.rt.db.records, (message, outcome))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import peewee
 
@@ -47,6 +47,8 @@ class Outcome:
     disable_reason: str | None = None
     #: The ladder ran out: raise a ``delivery.exhausted`` alert.
     exhausted: bool = False
+    #: The call's timed phases (``HttpResult.phases``), for its span only: never written.
+    phases: Mapping[str, float] | None = None
 
 
 def record(message: DeliveryMessage, outcome: Outcome, offline_after: int) -> bool:
