@@ -7,8 +7,11 @@ or refuse what it is sent, and be stopped and started again on its port.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
+from email import policy
 from email.message import EmailMessage
+from email.parser import BytesParser
 from typing import Any
 
 import pytest
@@ -19,13 +22,15 @@ from tests.api_helpers import create_endpoint, send
 from tests.conftest import wait_until
 from tests.delivery.destination_helpers import SECRET, parcel
 from tests.smtp_server import PASSWORD, SmtpServer
-from webhooks.catalog.mail_templates import MailTemplates
+from webhooks.catalog.mail_templates import MailTemplates, render
 from webhooks.delivery.classify import classify
 from webhooks.delivery.decide import after_attempt
-from webhooks.delivery.destinations import check_target
+from webhooks.delivery.destinations import Parcel, check_target
+from webhooks.delivery.destinations.mail_message import compose, event_values
 from webhooks.delivery.destinations.mailto import PATTERN, CatalogTemplates, Email, MailTarget
 from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.netguard import TargetPolicy
+from webhooks.delivery.outgoing import build_request
 from webhooks.messaging.ladder import Ladder
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.messaging.topology import Topology
@@ -145,6 +150,19 @@ def test_an_email_carries_the_rendered_templates_and_a_body_that_verifies(smtp: 
     assert smtp.inbox.logins == ["alerts"]
 
 
+def test_a_signature_with_two_keys_survives_the_folding_of_its_long_header() -> None:
+    other = "whsec_" + "WlpaWlpaWlpaWlpaWlpaWlpaWlpaWlpa"
+    request = build_request("evt_1", "order.paid", "2026-11-26T00:00:00Z", {"n": "Zoë"}, [SECRET, other], int(time.time()))
+    signed = Parcel("evt_1", "order.paid", request)
+    mail = compose(signed, render(None, event_values(signed)), "webhooks@example.com", (TO,))
+
+    message = BytesParser(policy=policy.default).parsebytes(mail.as_bytes())
+
+    assert max(len(line) for line in mail.as_bytes().split(b"\r\n")) <= 78  # folded, and 7-bit
+    assert all(byte < 128 for byte in mail.as_bytes())
+    assert verified(message, SECRET)["data"] == {"n": "Zoë"} and verified(message, other)["data"] == {"n": "Zoë"}
+
+
 def test_a_4xx_reply_is_deferred_and_a_5xx_reply_is_rejected_with_the_reply_as_response(smtp: SmtpServer) -> None:
     smtp.inbox.data_replies = ["451 4.3.0 try again later"]
     deferred = deliver(smtp.url(), f"mailto:{TO}")
@@ -248,14 +266,14 @@ def test_an_event_of_a_type_without_templates_gets_the_default_rendering(
     endpoint = create_endpoint(client, auth(tenant), f"mailto:{TO}")
     start_worker(make_settings(smtp_url=smtp.url()))
 
-    event = send(client, auth(tenant), "order.created", {"order": 7})
+    event = send(client, auth(tenant), "order.created", {"order": 7, "name": "Zoë"})
 
     (message,) = wait_until(lambda: smtp.sent_to(TO))
     subject, text, html = parts(message)
     assert subject == f"[order.created] {event['id']}"
-    assert text.startswith(f"Event {event['id']} of type order.created") and '"order": 7' in text
-    assert "<pre>{\n  &quot;order&quot;: 7\n}</pre>" in html
-    assert verified(message, endpoint["secret"])["data"] == {"order": 7}
+    assert text.startswith(f"Event {event['id']} of type order.created") and '"name": "Zoë"' in text
+    assert "<pre>{\n  &quot;order&quot;: 7,\n  &quot;name&quot;: &quot;Zoë&quot;\n}</pre>" in html
+    assert verified(message, endpoint["secret"])["data"] == {"order": 7, "name": "Zoë"}
 
 
 def test_an_smtp_451_climbs_the_ladder_and_the_250_after_it_delivers(

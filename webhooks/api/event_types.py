@@ -121,7 +121,8 @@ class EventTypes(MethodView):
     @blp.alt_response(409, response="CONFLICT")
     def post(self, data: dict[str, Any]) -> tuple[store.Entry, dict[str, str]]:
         """Add an event type. `schema` is checked (an invalid one is a 422 saying why), then each example
-        against it (a 422 naming the example's index and each failing path)."""
+        against it (a 422 naming the example's index and each failing path), then each email template:
+        it must compile and render each example (a 422 naming the template and the example)."""
         entry = _writing(store.create, data)
         return entry, {"Location": url_for("event_types.EventType", name=entry.name)}
 

@@ -127,7 +127,7 @@ def get(name: str) -> Entry | None:
     return None if row is None else _entry(row)
 
 
-def mail_templates() -> dict[str, mail_templates.MailTemplates]:
+def email_templates() -> dict[str, mail_templates.MailTemplates]:
     """The email templates of every type that has one, by name (what a worker keeps a copy of)."""
     has_one = EventType.email_subject.is_null(False) | EventType.email_text.is_null(False) | EventType.email_html.is_null(False)
     rows = EventType.select(EventType.name, EventType.email_subject, EventType.email_text, EventType.email_html).where(has_one)

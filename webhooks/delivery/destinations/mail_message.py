@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid, parseaddr
 from typing import Any
@@ -21,6 +22,9 @@ from webhooks.delivery.destinations.base import Parcel
 #: The Standard Webhooks headers a message carries, as the mail spells them.
 SIGNATURE_HEADERS = {"webhook-id": "Webhook-Id", "webhook-timestamp": "Webhook-Timestamp",
                      "webhook-signature": "Webhook-Signature"}
+#: SMTP's line endings, and every part 7-bit (non-ASCII text quoted-printable or base64): a
+#: server without 8BITMIME takes it as it is.
+MAIL_POLICY = policy.SMTP.clone(cte_type="7bit")
 
 
 def event_values(parcel: Parcel) -> dict[str, Any]:
@@ -36,7 +40,7 @@ def sender_address(sender: str) -> str:
 
 def compose(parcel: Parcel, rendered: RenderedMail, sender: str, recipients: tuple[str, ...]) -> EmailMessage:
     """The message: rendered parts, the signed body attached, the signature headers."""
-    message = EmailMessage()
+    message = EmailMessage(policy=MAIL_POLICY)
     message["From"] = sender
     message["To"] = ", ".join(recipients)
     message["Subject"] = rendered.subject

@@ -102,7 +102,7 @@ KIND = Kind(name="Email", schemes=("mailto",), pattern=PATTERN, split=split, rea
 class CatalogTemplates:
     """This worker's copy of the catalog's email templates, read again every ``ttl`` seconds (on a thread)."""
 
-    def __init__(self, ttl: float, read: Callable[[], dict[str, MailTemplates]] = store.mail_templates) -> None:
+    def __init__(self, ttl: float, read: Callable[[], dict[str, MailTemplates]] = store.email_templates) -> None:
         self._ttl, self._read = ttl, read
         self._copy: dict[str, MailTemplates] | None = None
         self._read_at = float("-inf")
