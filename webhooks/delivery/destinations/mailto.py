@@ -12,7 +12,8 @@ and climbs the ladder; a 5xx to the sender, the recipients or the message is
 ``smtp_rejected``, which fails the delivery at once (``http_result.FINAL_ERROR_CLASSES``:
 another attempt cannot help); a 5xx to the session itself (greeting, EHLO, STARTTLS) is the
 server's or the operator's set-up (``refused``, retried), as is a refused login (``auth``);
-connection failures and the deadline are ``connection``, ``tls`` and ``timeout``. When some
+connection failures and the deadline are ``connection``, ``tls`` and ``timeout``. A worker
+holds at most ``MAX_SESSIONS`` SMTP sessions at once. When some
 addresses are refused for good and others accepted, the email goes to those accepted and the
 refused ones are named in the response; when any is refused for now (4xx), nothing is sent
 and the whole email is tried again, so no address gets it twice.
@@ -46,6 +47,10 @@ log = logging.getLogger(__name__)
 
 #: The most addresses one endpoint may name.
 MAX_ADDRESSES = 10
+#: SMTP sessions one worker holds at once, for all its email endpoints together: a mail server
+#: bounds each client's connections (Postfix: 50) and defers (421) what comes beyond. Waiting
+#: for a session counts against the delivery's deadline.
+MAX_SESSIONS = 20
 #: A local part as accepted: dot-atoms of characters that need no quoting in an address nor
 #: percent-encoding in a URL (no ``% / ? #`` and no ``,``, the separator).
 LOCAL_PART = r"[A-Za-z0-9!$&'*+=^_`{|}~-]{1,64}(?:\.[A-Za-z0-9!$&'*+=^_`{|}~-]{1,64}){0,7}"
@@ -151,6 +156,7 @@ class Email:
                 self._config_problem = str(error)
         #: This host's name as EHLO gives it, looked up (off the loop) by the first session.
         self._local_hostname: str | None = None
+        self._sessions = asyncio.Semaphore(MAX_SESSIONS)
 
     async def deliver(self, url: str, parcel: Parcel) -> HttpResult:
         started = time.monotonic()
@@ -170,7 +176,7 @@ class Email:
                         "; ".join(rendered.problems))
         message = compose(parcel, rendered, self._config.sender, target.addresses).as_bytes()
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(self._timeout), self._sessions:
                 reply = await self._send(self._config, target.addresses, message)
         except Exception as exc:
             described = _describe(exc, self._config, self._timeout)
