@@ -33,6 +33,9 @@ class Inbox:
         #: The replies given to each message, in order (the scripted ones and the ``250``s).
         self.answered: list[str] = []
         self.delay = 0.0
+        #: Messages being received now, and the most at once so far.
+        self.receiving = 0
+        self.most_receiving = 0
 
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:
         if address in self.refused:
@@ -43,7 +46,12 @@ class Inbox:
         return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        await asyncio.sleep(self.delay)
+        self.receiving += 1
+        self.most_receiving = max(self.most_receiving, self.receiving)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.receiving -= 1
         if self.data_replies:
             self.answered.append(self.data_replies.pop(0))
             return self.answered[-1]

@@ -27,6 +27,7 @@ from webhooks.delivery.classify import classify
 from webhooks.delivery.decide import after_attempt
 from webhooks.delivery.destinations import Parcel, check_target
 from webhooks.delivery.destinations.mail_message import compose, event_values
+from webhooks.delivery.destinations import mailto
 from webhooks.delivery.destinations.mailto import PATTERN, CatalogTemplates, Email, MailTarget
 from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.netguard import TargetPolicy
@@ -193,6 +194,21 @@ def test_an_address_refused_for_now_holds_the_email_back_from_every_address(smtp
 
     assert result.error_class == "smtp_deferred" and b"450 4.2.1" in result.body
     assert smtp.inbox.messages == []  # sent to nobody, so nobody gets it twice
+
+
+def test_a_worker_holds_at_most_max_sessions_smtp_sessions_at_once(
+        smtp: SmtpServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mailto, "MAX_SESSIONS", 2)
+    smtp.inbox.delay = 0.2  # each message takes a while: the deliveries overlap
+
+    async def run() -> list[HttpResult]:
+        email = Email(timeout=10, smtp_url=smtp.url(), templates=CatalogTemplates(60, read=dict))
+        return await asyncio.gather(*[email.deliver(f"mailto:{TO}", parcel(f"evt_{n}")) for n in range(6)])
+
+    results = asyncio.run(run())
+
+    assert all(result.ok for result in results) and len(smtp.sent_to(TO)) == 6
+    assert smtp.inbox.most_receiving <= 2  # six were under way at once
 
 
 def test_a_wrong_smtp_password_is_an_auth_failure_that_does_not_show_the_password(smtp: SmtpServer) -> None:
