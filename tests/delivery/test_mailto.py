@@ -58,10 +58,11 @@ def verified(message: EmailMessage, secret: str) -> Any:
 
 
 def parts(message: EmailMessage) -> tuple[str, str, str]:
-    """Subject, text and HTML of an email."""
+    """Subject, text and HTML of an email (lines end in CRLF on the wire: read here as ``\n``)."""
     text, html = message.get_body(("plain",)), message.get_body(("html",))
     assert text is not None and html is not None
-    return str(message["subject"]), text.get_content(), html.get_content()
+    return (str(message["subject"]), text.get_content().replace("\r\n", "\n"),
+            html.get_content().replace("\r\n", "\n"))
 
 
 def deliver(smtp_url: str | None, url: str, *, templates: dict[str, MailTemplates] | None = None) -> HttpResult:
@@ -83,6 +84,8 @@ def test_a_mailto_url_names_one_address_or_several() -> None:
     assert MailTarget.parse("mailto:ops@example.com").addresses == ("ops@example.com",)
     assert MailTarget.parse("MAILTO:a.b+hooks@mail.example.co,oncall@example.org").addresses == (
         "a.b+hooks@mail.example.co", "oncall@example.org")
+    assert MailTarget.parse("mailto:ops@example.com,b@example.com,OPS@example.com").addresses == (
+        "ops@example.com", "b@example.com")  # each once
 
 
 @pytest.mark.parametrize(("url", "problem"), [
@@ -94,7 +97,6 @@ def test_a_mailto_url_names_one_address_or_several() -> None:
     ("mailto:o ps@example.com", "'o ps@example.com' is not an email address"),
     ("mailto:ops%40example.com", "is not an email address"),
     ("mailto:ops@example.com?subject=hi", "takes no ?subject="),
-    ("mailto:ops@example.com,OPS@example.com", "'OPS@example.com' is named twice"),
     ("mailto:" + ",".join(f"a{n}@example.com" for n in range(11)), "at most 10 addresses"),
 ])
 def test_a_bad_mailto_url_is_refused_naming_the_address(url: str, problem: str) -> None:
@@ -159,7 +161,7 @@ def test_a_signature_with_two_keys_survives_the_folding_of_its_long_header() -> 
 
     message = BytesParser(policy=policy.default).parsebytes(mail.as_bytes())
 
-    assert max(len(line) for line in mail.as_bytes().split(b"\r\n")) <= 78  # folded, and 7-bit
+    assert max(len(line) for line in mail.as_bytes().splitlines()) <= 78  # folded, and 7-bit
     assert all(byte < 128 for byte in mail.as_bytes())
     assert verified(message, SECRET)["data"] == {"n": "Zoë"} and verified(message, other)["data"] == {"n": "Zoë"}
 

@@ -43,25 +43,18 @@ class JsonSchemaField(fields.Raw):
         return value
 
 
-class TemplateField(fields.String):
-    """An email template (Jinja); ``""`` or null: none (the default rendering)."""
-
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str | None:
-        text = super()._deserialize(value, attr, data, **kwargs)
-        return text or None
-
-
 #: What each template makes, for the OpenAPI document.
 _TEMPLATE_PARTS = {"email_subject": "the subject (one line)", "email_text": "the plain-text body",
                    "email_html": "the HTML body (autoescaped)"}
 
 
-def template_field(name: str) -> TemplateField:
-    return TemplateField(
+def template_field(name: str) -> fields.String:
+    """An email template (Jinja); ``""`` or null: none, the default rendering (``store`` stores null)."""
+    return fields.String(
         allow_none=True, validate=validate.Length(max=MAX_TEMPLATE_CHARS[name]),
         metadata={"description": f"A Jinja template of {_TEMPLATE_PARTS[name]} of the emails `mailto:` endpoints get, "
-                                 "with `id`, `type`, `timestamp` and `payload`; null for the default rendering. One that "
-                                 "does not compile or render an example is a 422 that says why."},
+                                 "with `id`, `type`, `timestamp` and `payload`; `\"\"` or null for the default rendering. "
+                                 "One that does not compile or render an example is a 422 that says why."},
     )
 
 

@@ -174,6 +174,9 @@ def _writable(name: str) -> None:
 
 def _row_fields(fields: dict[str, Any]) -> dict[str, Any]:
     out = {("group_name" if key == "group" else key): value for key, value in fields.items() if key in WRITABLE}
+    for field in mail_templates.FIELDS:
+        if field in out:
+            out[field] = out[field] or None  # "": no template
     return out
 
 

@@ -22,9 +22,9 @@ from webhooks.delivery.destinations.base import Parcel
 #: The Standard Webhooks headers a message carries, as the mail spells them.
 SIGNATURE_HEADERS = {"webhook-id": "Webhook-Id", "webhook-timestamp": "Webhook-Timestamp",
                      "webhook-signature": "Webhook-Signature"}
-#: SMTP's line endings, and every part 7-bit (non-ASCII text quoted-printable or base64): a
-#: server without 8BITMIME takes it as it is.
-MAIL_POLICY = policy.SMTP.clone(cte_type="7bit")
+#: Every part 7-bit (non-ASCII text quoted-printable or base64): a server without 8BITMIME takes
+#: it as it is (aiosmtplib sends the lines with SMTP's CRLF).
+MAIL_POLICY = policy.default.clone(cte_type="7bit")
 
 
 def event_values(parcel: Parcel) -> dict[str, Any]:

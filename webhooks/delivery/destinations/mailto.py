@@ -66,7 +66,7 @@ _ADDRESS = re.compile(ADDRESS)
 
 @dataclass(frozen=True)
 class MailTarget:
-    """A ``mailto:`` URL, read: its addresses, in the order given."""
+    """A ``mailto:`` URL, read: its addresses, in the order given, each once (whatever its case)."""
 
     addresses: tuple[str, ...]
 
@@ -88,11 +88,11 @@ class MailTarget:
             if not _ADDRESS.fullmatch(address):
                 raise ValueError(f"{address!r} is not an email address a mailto: URL takes (name@domain.example, "
                                  "comma-separated, no spaces, no percent-encoding)")
-        lowered = [address.lower() for address in addresses]
-        for index, address in enumerate(lowered):
-            if address in lowered[:index]:
-                raise ValueError(f"{addresses[index]!r} is named twice")
-        return cls(tuple(addresses))
+        # An address named twice gets the email once (a pattern cannot say "each once").
+        unique: dict[str, str] = {}
+        for address in addresses:
+            unique.setdefault(address.lower(), address)
+        return cls(tuple(unique.values()))
 
 
 def split(url: str) -> tuple[str, str, int]:
