@@ -152,8 +152,9 @@ class Email:
         else:
             try:
                 self._config = SmtpConfig.parse(smtp_url)
-            except ValueError as error:
+            except ValueError as error:  # the other kinds still deliver; each email fails saying why
                 self._config_problem = str(error)
+                log.error("email endpoints get nothing until SMTP_URL is fixed: %s", error)
         #: This host's name as EHLO gives it, looked up (off the loop) by the first session.
         self._local_hostname: str | None = None
         self._sessions = asyncio.Semaphore(MAX_SESSIONS)
