@@ -8,7 +8,7 @@ service raises, ``spec`` what an entry may hold as written, ``store`` the catalo
 (read and written by the API, the CLI, the console and the portal), ``registry`` the
 per-process view ingestion validates against, ``files`` and ``cli`` a catalog as a JSON or
 YAML file, ``documents`` the catalog as one JSON Schema document, ``examples`` test events
-and filter tests, ``reading`` a schema as rows for people.
+and filter tests, ``reading`` a schema as rows and the entries by group, for people.
 
 What the portal calls: ``store.page``/``store.get``/``store.groups`` (the catalog to list;
 the kit's ``pages/catalog.html`` shows it), ``examples.try_filter`` (a filter against an

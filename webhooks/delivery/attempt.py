@@ -19,7 +19,7 @@ from webhooks.secrecy import mask
 from webhooks.delivery.claims import Claim, ClaimState
 from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
-from webhooks.delivery.lanes import Held, Slot
+from webhooks.delivery.lane import Held, Slot
 from webhooks.delivery.database_work import Stopping
 from webhooks.delivery.destinations import Parcel
 from webhooks.delivery.runtime import Runtime

@@ -1,5 +1,6 @@
 """Endpoint pages of the portal: the list with each endpoint's health, an endpoint's page (health,
-recent attempts, how to verify), and the form that registers or edits one."""
+the types it receives with their examples, its filter, recent attempts, how to verify), and the
+form that registers or edits one (types picked from the catalog, the filter as JSON)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from webhooks.portal.auth import owned_or_404, record, requires, visitor
 from webhooks.portal.blueprint import bp
 from webhooks.portal.capabilities import MANAGE_ENDPOINTS
 from webhooks.portal.snippets import SNIPPETS
+from webhooks.portal.tryouts import filter_text, received_types
 from webhooks.storage.models import Attempt, Endpoint
 from webhooks.storage.timeutil import isoformat
 
@@ -60,12 +62,16 @@ def endpoint(endpoint_id: str) -> str:
     row = live_endpoint(endpoint_id)
     attempts = list(Attempt.select().where(Attempt.endpoint == row.id).order_by(Attempt.id.desc()).limit(RECENT_ATTEMPTS))
     return render_template("portal/endpoint.html", row=health_rows([row])[0], endpoint=row, attempts=attempts,
-                           snippets=SNIPPETS, recover_default=isoformat(g.now - timedelta(hours=24)))
+                           snippets=SNIPPETS, recover_default=isoformat(g.now - timedelta(hours=24)),
+                           received=received_types(row, forms.catalog_entries()))
 
 
 def _form_page(endpoint: Endpoint | None, values: dict[str, Any], errors: Any, status: int = 200) -> tuple[str, int]:
+    """The form with ``values``; the filter as typed when it was posted, else the endpoint's as JSON."""
+    typed = request.form.get("filter") if request.method == "POST" else None
     return render_template("portal/endpoint_form.html", endpoint=endpoint, values=values, errors=errors,
-                           fields=forms.FIELDS, types=forms.types_sent(visitor().tenant.id)), status
+                           fields=forms.FIELDS, choices=forms.type_choices(visitor().tenant.id),
+                           filter_text=typed if typed is not None else filter_text(values.get("filter"))), status
 
 
 @bp.route("/endpoints/new", methods=["GET", "POST"])
