@@ -11,7 +11,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.catalog.conftest import ORDER, order_type
+from tests.catalog_helpers import ORDER, order_type
 from webhooks.catalog import store
 from webhooks.catalog.mail_templates import MailTemplates, context, render
 
