@@ -15,7 +15,7 @@ from typing import Any
 from webhooks.errors import BrokerError, InvalidInput
 from webhooks.config import ProbeInterval, Settings
 from webhooks.delivery import netguard
-from webhooks.delivery.destinations import check_target
+from webhooks.delivery.destinations import check_target, kind_of, mailto
 from webhooks.delivery.destinations.rabbitmq import own_broker_problem
 from webhooks.delivery.signing import generate_key
 from webhooks.health import presence, probes
@@ -244,12 +244,15 @@ class EndpointLimitReached(InvalidInput):
 
 
 def target_problem(url: str, settings: Settings) -> str | None:
-    """Why ``url`` may not be called (the SSRF rules of ``netguard``; not this service's own broker vhost), or None."""
+    """Why ``url`` may not be called (the SSRF rules of ``netguard``; not this service's own broker vhost;
+    an email address while this service sends no email), or None."""
     policy = netguard.TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks)
     try:
         check_target(url, policy)
     except (netguard.BlockedAddress, ValueError) as error:  # UnresolvableHost is a BlockedAddress
         return str(error)
+    if kind_of(url) is mailto.KIND and not settings.smtp_url:
+        return "this service sends no email (its operator has not set SMTP_URL): use another kind of destination"
     return own_broker_problem(url, settings.amqp_url)
 
 

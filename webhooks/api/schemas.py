@@ -30,13 +30,15 @@ class EndpointCreateSchema(Schema):
         validate=[
             validate.Length(1, MAX_URL_LENGTH),
             parses_as_url,  # the specific reason first (a 422 shows each field's first)
-            validate.Regexp(URL_PATTERN, error="must be an http(s)://, amqp(s):// or redis(s):// URL with a host name or IP address"),
+            validate.Regexp(URL_PATTERN, error="must be an http(s)://, amqp(s)://, redis(s):// URL with a host name or IP address, or mailto:addresses"),
         ],
         metadata={"description": "Where events go, by scheme. `http://` or `https://`: POSTed there (a host name or "
                                  "IP address, an optional port and path). `amqp://user:password@host:port/vhost?exchange=X&"
                                  "routing_key=K` or `amqps://` (TLS): published to a RabbitMQ exchange, confirmed. "
                                  "`redis://[user:password@]host:port/db?stream="
-                                 "NAME[&maxlen=N]` or `rediss://` (TLS): added to a Redis stream. Printable ASCII; "
+                                 "NAME[&maxlen=N]` or `rediss://` (TLS): added to a Redis stream. `mailto:ops@example.com[,"
+                                 "…]` (up to 10 addresses): emailed through the service's SMTP server, with the "
+                                 "event type's email templates (a 422 when the service sends no email). Printable ASCII; "
                                  "percent-encode the rest. A password in the URL is never shown again."},
     )
     event_types = fields.List(

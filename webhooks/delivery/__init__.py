@@ -21,6 +21,6 @@ reach), ``http_result`` and ``classify`` (what the answer means), ``records`` (t
 attempt row and the delivery's new state), ``backlog`` (deliveries spilled to the
 database) and ``sweeper`` (deliveries whose message was lost, published again).
 
-May import: ``webhooks.storage``, ``webhooks.messaging``, ``webhooks.ingest``,
-``webhooks.health`` and the shared modules at the top.
+May import: ``webhooks.storage``, ``webhooks.messaging``, ``webhooks.catalog`` (email
+templates), ``webhooks.ingest``, ``webhooks.health`` and the shared modules at the top.
 """

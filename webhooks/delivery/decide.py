@@ -6,7 +6,8 @@ when one of them fails on a delivery that is still retrying, the delivery keeps 
 place (the attempt it was waiting for stays due when it was due, and the tiers after
 it are the ones it would have had), so a person's resend never pushes a delivery
 further down the ladder. A resend of a finished delivery is one attempt, no more; a
-failed resend of a parked delivery leaves it parked. A probe of an offline endpoint is
+failed resend of a parked delivery leaves it parked. A final refusal (``Verdict.final``,
+an SMTP 5xx) fails a delivery in the ladder at once, as if the ladder had run out. A probe of an offline endpoint is
 outside the ladder too: a failed one parks its delivery, its ladder attempts intact.
 """
 
@@ -66,6 +67,9 @@ def after_attempt(
     if prior_status not in LADDER_STATUSES:
         # A resend of a finished delivery is one attempt, outside the ladder.
         return Step(DeliveryStatus.DELIVERED if prior_status == DeliveryStatus.DELIVERED else DeliveryStatus.FAILED, manual_attempts=manual_attempts)
+    if verdict.final:
+        # Refused for good (e.g. the mailbox does not exist): another attempt cannot help.
+        return Step(DeliveryStatus.FAILED, manual_attempts=manual_attempts, exhausted=True)
     if manual:
         return _keep_place(message, verdict, manual_attempts, due_at, ladder, topology, started)
     tier_ms = ladder.next_delay_ms(message.attempt - manual_before)

@@ -144,6 +144,7 @@ class Engine:
         destinations = Destinations.open(
             timeout=settings.delivery_timeout,
             policy=TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks),
+            smtp_url=settings.smtp_url, templates_ttl=settings.event_types_cache,
         )
         lease = settings.delivery_timeout + LEASE_MARGIN_SECONDS
         self.budget = budget = Budget.of(settings.worker_prefetch, open_files_limit())

@@ -366,6 +366,10 @@ class EventType(BaseModel):
     version = peewee.IntegerField(default=1)
     created_at = peewee.DateTimeField(default=utcnow)
     updated_at = peewee.DateTimeField(default=utcnow)
+    #: Jinja templates of the emails ``mailto:`` endpoints get (``catalog.mail_templates``); None: the default.
+    email_subject = peewee.TextField(null=True)
+    email_text = peewee.TextField(null=True)
+    email_html = peewee.TextField(null=True)
 
     class Meta:
         indexes = ((("group_name", "name"), False),)
