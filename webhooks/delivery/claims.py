@@ -9,7 +9,7 @@ for an endpoint that is online, enabled and has no rate limit, is one guarded UP
 for the whole batch, which checks each delivery's endpoint and returns what the attempt
 needs of it: on PostgreSQL a transaction of its own in one round trip. Everything else
 (resends, parking, cancelling, rate limits, duplicates, stale messages, fallback copies:
-``webhooks.delivery.fallback``) is decided row by row, as before, in a transaction after it.
+``webhooks.ingest.fallback``) is decided row by row, as before, in a transaction after it.
 A delivery that parks there because its endpoint is away makes its fallback copy in the same
 transaction; the claim hands the copy's message over, to be published. How many calls an
 endpoint gets at once is the engine's business (its adaptive windows), not the
@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Sequence
 
 
-from webhooks.delivery import fallback
+from webhooks.ingest import fallback
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
 from webhooks.storage.db import RELAXED_COMMIT, database, durable_commit, is_postgres, relaxed_commit, retrying, write

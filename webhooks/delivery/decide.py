@@ -50,7 +50,7 @@ def after_attempt(
     fallback: bool = False,
 ) -> Step:
     """The step after attempt ``message.attempt``, judged ``verdict``, begun at ``started`` (UTC);
-    ``fallback``: of a fallback delivery (``webhooks.delivery.fallback``)."""
+    ``fallback``: of a fallback delivery (``webhooks.ingest.fallback``)."""
     manual = message.trigger != "ladder"
     manual_attempts = manual_before + (1 if manual else 0)
     if verdict.delivered:

@@ -8,7 +8,7 @@ written, so deliveries to one healthy endpoint do not queue on its row. Such an 
 is read once (as it is locked) and written once per batch, whatever the number of its
 attempts in it (``presence.EndpointWrites``). A fallback delivery's outcome is not its
 endpoint's: it changes no presence. A 410 that disables an endpoint with a fallback makes the
-fallback copy of the delivery it parks (``webhooks.delivery.fallback``; the relay publishes it).
+fallback copy of the delivery it parks (``webhooks.ingest.fallback``; the relay publishes it).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import peewee
 
-from webhooks.delivery import fallback
+from webhooks.ingest import fallback
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
 from webhooks.storage.db import database, retrying, write

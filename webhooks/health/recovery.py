@@ -4,7 +4,7 @@
   parked deliveries in order, one at a time; ``webhooks.health.releaser`` paces them.
 - ``disable_failing``: an endpoint failing with no success for ``DISABLE_AFTER`` is disabled.
 
-Fallback copies (``webhooks.delivery.fallback``) are no part of any of this: they are never
+Fallback copies (``webhooks.ingest.fallback``) are no part of any of this: they are never
 parked, and one pending does not hold up the release.
 
 A released delivery is marked ``pending`` with an empty outbox mark by the same

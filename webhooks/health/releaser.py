@@ -54,7 +54,7 @@ PENDING_QUERY_CHUNK = 500
 
 def _with_pending(endpoint_ids: Iterable[str]) -> set[str]:
     """Which of ``endpoint_ids`` have a delivery ``pending`` (one indexed read a chunk, no lock); a fallback
-    copy does not count (``webhooks.delivery.fallback``)."""
+    copy does not count (``webhooks.ingest.fallback``)."""
     ids = list(endpoint_ids)
     busy: set[str] = set()
     for start in range(0, len(ids), PENDING_QUERY_CHUNK):

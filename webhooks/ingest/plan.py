@@ -2,7 +2,7 @@
 
 ``plan_rows`` routes each new event to the tenant's live endpoints (a delivery per
 subscribed endpoint, parked when the endpoint is away, and then a fallback copy too when it
-names a fallback: ``webhooks.delivery.fallback``) and gives every row its id; the
+names a fallback: ``webhooks.ingest.fallback``) and gives every row its id; the
 seqs come from the tenant row (``Plan.number``). ``Plan.statements`` turns the rows into
 the multi-row inserts of ``storage/ingest_sql``, one table at a time, and
 ``Plan.write_statement`` into PostgreSQL's single statement that also takes the seqs.
@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
 from webhooks.catalog.filters import Filter, FilterIndex, compiled, event_view
-from webhooks.delivery.fallback import new_copy, tells_fallback
+from webhooks.ingest.fallback import new_copy, tells_fallback
 from webhooks.event_types import wants
 from webhooks.observability.tracing import current_traceparent
 from webhooks.storage.ids import new_ids

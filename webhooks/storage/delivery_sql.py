@@ -42,7 +42,8 @@ def in_lock_order(rows: Sequence[_Row]) -> list[_Row]:
 _WAITING = "({delivery}.status IN ('pending', 'retrying')) IS TRUE"
 
 #: The lease of the common case, returning what the attempt needs to know: a ladder attempt
-#: (not a fallback copy's: ``webhooks.delivery.fallback``) still the next one, not leased, to an endpoint that is live, enabled, online and not rate
+#: (not a fallback copy's: ``webhooks.ingest.fallback``) still the next one, not leased, to an endpoint
+#: that is live, enabled, online and not rate
 #: limited (every other case is decided row by row: ``webhooks.delivery.claims``). The
 #: endpoint is read by correlated subqueries, not joined: a join lets the planner start from
 #: the endpoint and walk all its deliveries (it did, on a freshly loaded table without

@@ -236,7 +236,7 @@ class Delivery(BaseModel):
     updated_at = peewee.DateTimeField(default=utcnow)
     delivered_at = peewee.DateTimeField(null=True)
     #: A copy of the event for the endpoint's ``fallback_url``, made because the endpoint was
-    #: offline or disabled (``webhooks.delivery.fallback``): at most one per event and endpoint.
+    #: offline or disabled (``webhooks.ingest.fallback``): at most one per event and endpoint.
     fallback = peewee.BooleanField(default=False)
 
     class Meta:
