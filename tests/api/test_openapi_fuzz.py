@@ -100,6 +100,10 @@ def test_every_phase_and_check_of_schemathesis_passes(served: str, tenant: Simpl
         {"include-name": "DELETE /v1/tenants/{tenant_ref}", "parameters": {"tenant_ref": "doomed"}},
         {"include-path-regex": "^/v1/tenants/[{]tenant_ref[}]", "exclude-name": "DELETE /v1/tenants/{tenant_ref}",
          "parameters": {"tenant_ref": "fuzzed"}},
+        # send-example's 404 names the event type of the body ("not in the catalog"), not the endpoint
+        # of the path; the check reads any 404 after the endpoint's POST as "created resource not found"
+        # (the answer is asserted in tests/catalog/test_send_example.py).
+        {"include-path-regex": "/send-example$", "checks": {"ensure_resource_availability": {"enabled": False}}},
     ]
     requests, found = failures(served, {TENANT_SCHEME: tenant.api_key, PLATFORM_SCHEME: platform_key}, acting)
     assert found == [], "\n".join(found)

@@ -133,6 +133,7 @@ def test_one_trace_holds_the_callers_request_and_both_attempts_with_their_outcom
     assert first.attributes["http.response.status_code"] == 500 and first.error
     assert first.attributes["webhooks.outcome"] == "retrying"
     assert first.attributes["webhooks.next"] == "tier 1s"
+    assert first.attributes["webhooks.connect_ms"] >= 0  # the worker's first call opened a connection
     assert second.attributes["http.response.status_code"] == 200 and not second.error
     assert second.attributes["webhooks.next"] == "delivered"
     assert second.start_ns >= first.end_ns
@@ -178,3 +179,25 @@ def test_a_collector_that_is_down_breaks_no_delivery_and_the_dropped_spans_are_c
         return float(found[0]) if found else 0.0
 
     assert wait_until(lambda: dropped() >= 4, timeout=30)  # the request's spans and both attempts'
+
+
+def test_a_request_the_web_process_refuses_before_the_app_has_a_span_too(
+    settings: Settings, tmp_path: Path, collector: Collector
+) -> None:
+    web = WebProcesses(tmp_path)
+    url = web.start(settings, app="app:create_app()", OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint)
+    try:
+        too_large = httpx.post(f"{url}/v1/events?token=secret", content=b"x" * (settings.max_body_bytes + 1),
+                               headers={"Authorization": "Bearer whoever"}, trust_env=False)
+        assert too_large.status_code == 413
+
+        def refused() -> CollectedSpan | None:
+            return next((span for span in collector.spans if span.name == "POST refused"), None)
+
+        span = wait_until(refused, timeout=30)
+    finally:
+        web.stop()
+    assert span.attributes["http.response.status_code"] == 413
+    assert span.attributes["url.path"] == "/v1/events"  # the query (which may hold a secret) left out
+    assert "request body too large" in span.attributes["webhooks.refused"]
+    assert span.resource["webhooks.process"] == "web"

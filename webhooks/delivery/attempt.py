@@ -129,6 +129,7 @@ class Attempts:
             disable_reason=verdict.summary if verdict.gone and not claim.fallback else None,
             exhausted=step.exhausted,
             fallback=claim.fallback,
+            phases=result.phases,
         )
         try:
             recorded = await self.rt.db.until_up(self.rt.db.records, (message, outcome))

@@ -10,7 +10,7 @@ How much of a receiver's headers is kept is decided here too (``kept_headers``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 #: Largest error message kept in an HttpResult (messages end up in delivery logs).
@@ -95,6 +95,9 @@ class HttpResult:
     duration_ms: float
     error_class: str | None
     error: str | None
+    #: Milliseconds of the call's phases, ``dns`` and ``connect`` (TCP and TLS), when they were timed
+    #: (while tracing is on) and happened (a pooled connection has neither).
+    phases: Mapping[str, float] | None = None
 
     @property
     def ok(self) -> bool:

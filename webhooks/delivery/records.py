@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import peewee
 
@@ -52,6 +52,8 @@ class Outcome:
     exhausted: bool = False
     #: An attempt of a fallback delivery: logged like any, but not its endpoint's presence.
     fallback: bool = False
+    #: The call's timed phases (``HttpResult.phases``), for its span only: never written.
+    phases: Mapping[str, float] | None = None
 
 
 def record(message: DeliveryMessage, outcome: Outcome, offline_after: int) -> bool:

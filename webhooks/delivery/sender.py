@@ -22,6 +22,8 @@ from yarl import URL
 from webhooks.delivery.guard import GuardedConnector, GuardedResolver
 from webhooks.delivery.http_result import MAX_BODY_BYTES, MAX_ERROR_CHARS, HttpResult, kept_headers, without_nul
 from webhooks.delivery.netguard import ALLOWED_SCHEMES, BlockedAddress, Resolver, TargetPolicy, UnresolvableHost
+from webhooks.delivery.phases import phase_tracing
+from webhooks.observability import tracing
 
 
 
@@ -41,7 +43,8 @@ class Sender:
 
     No connection limit of its own (the engine bounds concurrency per endpoint); idle connections
     are kept alive and reused. Each ``post`` has one total deadline of ``timeout`` seconds covering
-    DNS, connect, TLS, sending, the response headers and the body read.
+    DNS, connect, TLS, sending, the response headers and the body read. While tracing is on (when the
+    Sender is made), each result says how long its DNS lookup and connection took (``phases``).
     """
 
     def __init__(
@@ -54,6 +57,7 @@ class Sender:
     ) -> None:
         self._timeout = timeout
         self._max_body = max_body
+        self._timed = tracing.on()
         connector = GuardedConnector(
             resolver=GuardedResolver(policy, resolver),
             limit=0,
@@ -73,6 +77,7 @@ class Sender:
             # One session serves every customer: never store a Set-Cookie from one delivery and replay it.
             cookie_jar=aiohttp.DummyCookieJar(),
             trust_env=False,  # HTTP(S)_PROXY, .netrc etc. must not reroute or alter deliveries
+            trace_configs=[phase_tracing()] if self._timed else None,
         )
 
     async def post(self, url: str, headers: Mapping[str, str], body: bytes) -> HttpResult:
@@ -82,11 +87,13 @@ class Sender:
         response_headers: dict[str, str] = {}
         received = bytearray()
         error: tuple[str, str] | None = None
+        phases: dict[str, float] | None = {} if self._timed else None
         try:
             target = _webhook_url(url)
             async with asyncio.timeout(self._timeout):
                 # allow_redirects=False: a 3xx is the endpoint's answer; never deliver to a URL nobody registered.
-                response = await self._session.post(target, headers=headers, data=body, allow_redirects=False)
+                response = await self._session.post(target, headers=headers, data=body, allow_redirects=False,
+                                                    trace_request_ctx=phases)
                 status = response.status
                 response_headers = kept_headers(response.headers.items())
                 complete = False
@@ -108,6 +115,7 @@ class Sender:
             duration_ms=(time.monotonic() - started) * 1000.0,
             error_class=None if error is None else error[0],
             error=None if error is None else " ".join(without_nul(error[1]).split())[:MAX_ERROR_CHARS],  # one line
+            phases=phases or None,
         )
 
     async def close(self) -> None:

@@ -11,7 +11,8 @@ A span says what support asks about: tenant, endpoint, delivery and event ids, t
 attempt number and trigger, how long the message waited in its endpoint's lane and why
 (``rate_limit``: the endpoint's rate limit paused the lane; ``window``: its concurrency
 window was full; ``backlog``: it had waited in the database behind the endpoint's backlog),
-the status code or error class, the call's duration, and where it goes next (``delivered``,
+the status code or error class, the call's duration (and, when it opened a connection, how long the
+DNS lookup and the connection took: ``webhooks.dns_ms``, ``webhooks.connect_ms``), and where it goes next (``delivered``,
 ``tier <delay>``, ``dead``, ``parked``, ``failed``).
 """
 
@@ -128,6 +129,8 @@ def make_span(message: Any, outcome: Any, queue: str | None, exhausted: bool, wa
         attributes["http.response.status_code"] = fields["response_status"]
     if fields.get("error_class"):
         attributes["error.type"] = fields["error_class"]
+    for phase, ms in (outcome.phases or {}).items():  # dns, connect: when the call made a new connection
+        attributes[f"webhooks.{phase}_ms"] = ms
     if message.not_before is not None:  # Retry-After: the worker held it (or a tier did) until then
         attributes["webhooks.not_before"] = datetime.fromtimestamp(message.not_before, timezone.utc).isoformat()
     if outcome.next_attempt_at is not None:

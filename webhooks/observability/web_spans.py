@@ -13,6 +13,8 @@ The request's route is put in the environ under ``ROUTE`` by Flask's ``before_re
 threaded gunicorn worker (``webhooks.server.worker``) puts under ``WHOLE_AT_NS`` when the
 request had arrived whole: the span starts then, so the wait for a thread is inside it
 (``webhooks.thread_wait_ms``). While tracing is off the wrapper costs one call and a flag test.
+A request the web process answers itself before any thread sees it (408, 413, 431, a 429 for a
+client with too many requests waiting) has a span too, made by ``record_refusal``.
 """
 
 from __future__ import annotations
@@ -103,3 +105,19 @@ def note_route() -> None:
     """``before_request``: the matched route, for the request's span (while tracing is on)."""
     if tracing.on() and request.url_rule is not None:
         request.environ[ROUTE] = request.url_rule.rule
+
+
+def record_refusal(status: int, message: str, peer: str, method_and_path: tuple[str, str] | None,
+                   began_ns: int) -> None:
+    """The span of a request refused before the app saw it: ``<METHOD> refused`` (``HTTP refused``
+    if its request line never arrived whole), from when its first byte came to now."""
+    if not tracing.on():
+        return
+    now_ns = time.time_ns()
+    attributes: dict[str, Any] = {"http.response.status_code": status, "client.address": peer,
+                                  "webhooks.refused": message}
+    method = "HTTP"
+    if method_and_path is not None:
+        method, attributes["url.path"] = method_and_path
+        attributes["http.request.method"] = method
+    tracing.record_span(f"{method} refused", None, began_ns or now_ns, now_ns, attributes, kind=trace.SpanKind.SERVER)

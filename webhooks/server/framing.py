@@ -99,6 +99,15 @@ class RequestReader:
             return self._read_body()
         return None
 
+    def method_and_path(self) -> tuple[str, str] | None:
+        """The request line's method and path (the query left out: it may hold secrets), once it has
+        arrived whole; for the span of a request refused here."""
+        end = self.buffer.find(b"\r\n", 0, MAX_CHUNK_LINE_BYTES)
+        parts = bytes(self.buffer[:end]).split(b" ") if end > 0 else []
+        if len(parts) != 3:
+            return None
+        return parts[0].decode("latin-1")[:16], parts[1].partition(b"?")[0].decode("latin-1")[:256]
+
     def request(self) -> bytes:
         """The whole request as gunicorn is to parse it (``complete`` must be true)."""
         assert self._end is not None

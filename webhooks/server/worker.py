@@ -46,7 +46,7 @@ from webhooks.config import Settings
 from webhooks.server.answers import client_error, error_answer
 from webhooks.server.framing import CONTINUE, RequestReader
 from webhooks.server.turns import ClientTurns
-from webhooks.observability.web_spans import WHOLE_AT_NS
+from webhooks.observability.web_spans import WHOLE_AT_NS, record_refusal
 
 #: Bytes read from a connection at a time.
 RECV_BYTES = 64 * 1024
@@ -76,6 +76,7 @@ class Connection(TConn):
         self.client_key = ""
         self.started = 0.0  # when its request was handed to a thread
         self.whole_at_ns = 0  # wall time its request was whole (the start of the request's span)
+        self.began_ns = time.time_ns()  # wall time its request's first byte came (a refusal's span starts then)
         self.drained = 0
 
     def peer(self) -> str:
@@ -158,6 +159,7 @@ class BufferingWorker(ThreadWorker):
         refusal = conn.reader.feed(data)
         if not started and conn.reader.started:  # a kept-alive connection's next request: its own deadline
             conn.deadline = time.monotonic() + self.read_timeout
+            conn.began_ns = time.time_ns()
         if conn.reader.send_continue:
             conn.reader.send_continue = False
             self._send_now(conn, CONTINUE)
@@ -235,7 +237,7 @@ class BufferingWorker(ThreadWorker):
             except OSError:
                 self._close(conn)
             else:
-                conn.reader = conn.reader.next_reader()
+                conn.reader, conn.began_ns = conn.reader.next_reader(), time.time_ns()
                 refusal = conn.reader.feed(read_ahead) if read_ahead else None
                 if refusal is not None:
                     self._refuse(conn, refusal.status, refusal.message)
@@ -265,6 +267,7 @@ class BufferingWorker(ThreadWorker):
 
     def _refuse(self, conn: Connection, status: int, message: str, headers: list[tuple[str, str]] | None = None) -> None:
         self.log.info("refused a request from %s: %d %s", conn.peer(), status, message)
+        record_refusal(status, message, conn.peer(), conn.reader.method_and_path(), conn.began_ns)
         self._send_now(conn, error_answer(status, message, headers or []))
         self._close(conn, linger=True)
 
