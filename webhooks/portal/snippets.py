@@ -190,15 +190,16 @@ while True:
             print(event["type"], event["data"])
 """),))
 
-#: The guide of each scheme; any other kind is verified as an HTTP request is.
-GUIDES = {"amqp": AMQP_GUIDE, "amqps": AMQP_GUIDE, "redis": REDIS_GUIDE, "rediss": REDIS_GUIDE}
+#: The guide of each scheme (a kind with nothing to verify has none).
+GUIDES = {"http": HTTP_GUIDE, "https": HTTP_GUIDE, "amqp": AMQP_GUIDE, "amqps": AMQP_GUIDE, "redis": REDIS_GUIDE,
+          "rediss": REDIS_GUIDE}
 
 
 def guides_for(*urls: str | None) -> list[Guide]:
     """The guides for what ``urls`` (an endpoint's ``url``, then its ``fallback_url``) receive, each kind once."""
     guides: list[Guide] = []
     for url in urls:
-        guide = GUIDES.get(scheme_of(url), HTTP_GUIDE) if url else None
+        guide = GUIDES.get(scheme_of(url)) if url else None
         if guide is not None and guide not in guides:
             guides.append(guide)
     return guides
