@@ -18,9 +18,11 @@ from standardwebhooks import Webhook
 
 from tests.api_helpers import create_endpoint, send
 from tests.conftest import wait_until
+from tests.delivery.claim_helpers import LEASE, messages_of
 from tests.delivery.destination_helpers import free_port
 from tests.health.health_helpers import Switch, health
 from tests.receivers import Receiver, RecordedRequest, always
+from webhooks.delivery.claims import ClaimState, claim_many
 from webhooks.storage.models import Attempt, Delivery, Endpoint, HealthChange
 
 REDIS_PORT = 6379
@@ -184,6 +186,23 @@ def test_a_failing_fallback_climbs_its_ladder_and_leaves_the_endpoints_presence_
     row = Endpoint.get_by_id(endpoint["id"])
     assert row.disabled and row.consecutive_failures == 0 and row.failing_since is None
     assert own_statuses(endpoint["id"]) == {"parked": 1} and copy.event_id == event["id"]
+
+
+def test_a_delivery_that_parks_again_in_a_second_outage_makes_no_second_copy(tenant: Any) -> None:
+    (message,) = messages_of(tenant, 1)
+    Endpoint.update(fallback_url="http://127.0.0.1:9/spare", health="offline").where(
+        Endpoint.id == message.endpoint_id).execute()
+
+    (first,) = claim_many([message], LEASE)
+    Delivery.update(status="retrying").where(Delivery.id == message.delivery_id).execute()  # released, failing again
+    (again,) = claim_many([message], LEASE)
+
+    assert first.state is ClaimState.PARKED and first.fallback_copy is not None
+    assert again.state is ClaimState.PARKED and again.fallback_copy is None
+    (copy,) = copies(message.endpoint_id)
+    assert (copy.id, copy.event_id, copy.status) == (first.fallback_copy.delivery_id, message.event_id, "pending")
+    (leased,) = claim_many([first.fallback_copy], LEASE)  # the copy goes to the fallback, the endpoint offline
+    assert leased.state is ClaimState.CLAIMED and leased.fallback and leased.endpoint.url == "http://127.0.0.1:9/spare"
 
 
 # -- registering a fallback ------------------------------------------------------------------------
