@@ -5,7 +5,6 @@ unique index: what makes "told to the fallback exactly once" hold under races).
 The flags are added with their default in one statement, which neither database rewrites the
 table for (PostgreSQL 11+ keeps a constant default in the catalog; SQLite's ADD COLUMN never
 rewrites): the delivery and attempt tables are the largest there are."""
-from peewee import *
 from playhouse.migrate import PostgresqlMigrator
 
 
