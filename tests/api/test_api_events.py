@@ -239,7 +239,7 @@ def test_feed_items_show_their_deliveries(client: FlaskClient, headers: dict[str
     (item,) = client.get("/v1/events", headers=headers).json["data"]
 
     (delivery,) = accepted["deliveries"]
-    assert item["deliveries"] == [{"id": delivery["id"], "endpoint_id": endpoint_id, "status": "pending"}]
+    assert item["deliveries"] == [{"id": delivery["id"], "endpoint_id": endpoint_id, "status": "pending", "fallback": False}]
 
 
 @pytest.mark.parametrize(
