@@ -205,6 +205,20 @@ def test_a_delivery_that_parks_again_in_a_second_outage_makes_no_second_copy(ten
     assert leased.state is ClaimState.CLAIMED and leased.fallback and leased.endpoint.url == "http://127.0.0.1:9/spare"
 
 
+def test_a_copy_whose_fallback_was_removed_is_cancelled_and_the_endpoints_own_delivery_waits(tenant: Any) -> None:
+    (message,) = messages_of(tenant, 1)
+    Endpoint.update(fallback_url="http://127.0.0.1:9/spare", disabled=True).where(
+        Endpoint.id == message.endpoint_id).execute()
+    (parked,) = claim_many([message], LEASE)
+    Endpoint.update(fallback_url=None).where(Endpoint.id == message.endpoint_id).execute()
+
+    (copy_claim,) = claim_many([parked.fallback_copy], LEASE)
+
+    assert copy_claim.state is ClaimState.CANCELLED
+    assert [d.status for d in copies(message.endpoint_id)] == ["cancelled"]
+    assert own_statuses(message.endpoint_id) == {"parked": 1}
+
+
 # -- registering a fallback ------------------------------------------------------------------------
 
 
