@@ -41,6 +41,13 @@ class EndpointCreateSchema(Schema):
                                  "event type's email templates (a 422 when the service sends no email). Printable ASCII; "
                                  "percent-encode the rest. A password in the URL is never shown again."},
     )
+    fallback_url = fields.String(
+        allow_none=True,
+        validate=url.validators,
+        metadata={"description": "Where each event goes as well while the endpoint is offline or disabled, once "
+                                 "(any kind, as `url`; signed with the endpoint's secret); what the endpoint "
+                                 "missed is still released to it in order when it is back. Null: no fallback."},
+    )
     event_types = fields.List(
         fields.String(validate=EVENT_TYPE),
         validate=[validate.Length(max=MAX_EVENT_TYPES), unique],
@@ -224,6 +231,8 @@ LAST_SUCCESS_AT = UtcDateTime(
 class EndpointSchema(Schema):
     id = fields.String()
     url = ShownUrl(metadata={"description": "Where events go; a password in it shows as `***`."})
+    fallback_url = ShownUrl(allow_none=True, metadata={
+        "description": "Where events go too while the endpoint is offline or disabled; a password shows as `***`."})
     description = fields.String()
     event_types = fields.List(fields.String())
     rate_limit = fields.Integer(allow_none=True)
@@ -301,6 +310,8 @@ class DeliverySummarySchema(Schema):
     id = fields.String()
     endpoint_id = fields.String()
     status = fields.String(metadata={"description": "pending, retrying, parked, delivered, failed or cancelled."})
+    fallback = fields.Boolean(metadata={"description": "A copy for the endpoint's `fallback_url`, made while the "
+                                                       "endpoint was offline or disabled."})
 
 
 class DeliverySchema(DeliverySummarySchema):
@@ -322,7 +333,8 @@ class AttemptSchema(Schema):
     trigger = fields.String(metadata={"description": "ladder, resend, recover, or probe (of an offline endpoint)."})
     started_at = UtcDateTime()
     duration_ms = fields.Float()
-    url = fields.String()
+    url = ShownUrl()
+    fallback = fields.Boolean(metadata={"description": "An attempt of a fallback delivery (to the `fallback_url`)."})
     request_headers = fields.Dict()
     response_status = fields.Integer(allow_none=True)
     response_headers = fields.Dict(allow_none=True)

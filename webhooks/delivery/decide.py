@@ -8,7 +8,8 @@ it are the ones it would have had), so a person's resend never pushes a delivery
 further down the ladder. A resend of a finished delivery is one attempt, no more; a
 failed resend of a parked delivery leaves it parked. A final refusal (``Verdict.final``,
 an SMTP 5xx) fails a delivery in the ladder at once, as if the ladder had run out. A probe of an offline endpoint is
-outside the ladder too: a failed one parks its delivery, its ladder attempts intact.
+outside the ladder too: a failed one parks its delivery, its ladder attempts intact. A
+fallback delivery never parks: a 410 from the fallback fails it.
 """
 
 from __future__ import annotations
@@ -47,12 +48,17 @@ def after_attempt(
     ladder: Ladder,
     topology: Topology,
     started: datetime,
+    fallback: bool = False,
 ) -> Step:
-    """The step after attempt ``message.attempt``, judged ``verdict``, begun at ``started`` (UTC)."""
+    """The step after attempt ``message.attempt``, judged ``verdict``, begun at ``started`` (UTC);
+    ``fallback``: of a fallback delivery (``webhooks.ingest.fallback``)."""
     manual = message.trigger != "ladder"
     manual_attempts = manual_before + (1 if manual else 0)
     if verdict.delivered:
         return Step(DeliveryStatus.DELIVERED, manual_attempts=manual_attempts)
+    if verdict.gone and fallback:
+        # The fallback is gone: nothing to keep its copy for (the endpoint's own delivery waits, parked).
+        return Step(DeliveryStatus.FAILED, manual_attempts=manual_attempts)
     if verdict.gone:
         # Kept for whoever enables the endpoint again: released in order then.
         return Step(DeliveryStatus.PARKED, manual_attempts=manual_attempts)

@@ -20,7 +20,7 @@ from webhooks.pages.errors import FieldErrors
 from webhooks.storage.models import Event
 
 #: The form's fields, in the order it shows them (the error summary follows it).
-FIELDS = ("url", "description", "event_types", "filter", "rate_limit")
+FIELDS = ("url", "fallback_url", "description", "event_types", "filter", "rate_limit")
 
 #: Event types offered as checkboxes from the catalog (by name), and of those sent, most sent first.
 MAX_TYPES_OFFERED = 100
@@ -38,8 +38,8 @@ _types_cache: dict[str, tuple[float, list[tuple[str, int]]]] = {}
 
 
 #: How the form names each field in its errors.
-LABELS = {"url": "URL", "description": "Description", "event_types": "Event types", "filter": "Filter",
-          "rate_limit": "Rate limit"}
+LABELS = {"url": "URL", "fallback_url": "Fallback URL", "description": "Description", "event_types": "Event types",
+          "filter": "Filter", "rate_limit": "Rate limit"}
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,7 @@ def read_endpoint(form: MultiDict[str, str]) -> tuple[dict[str, Any], FieldError
              *(part.strip() for part in form.get("other_event_types", "").split(",") if part.strip())]
     raw: dict[str, Any] = {
         "url": form.get("url", "").strip(),
+        "fallback_url": form.get("fallback_url", "").strip() or None,
         "description": form.get("description", "").strip(),
         "event_types": list(dict.fromkeys(types)),
     }
