@@ -12,4 +12,4 @@ def up(migrator, db):
     if isinstance(migrator, PostgresqlMigrator):
         db.execute_sql('ALTER TABLE "endpoint" ALTER COLUMN "secret" TYPE TEXT, '
                        'ALTER COLUMN "previous_secret" TYPE TEXT')
-    reseal(db, keyring(), (("endpoint", ("secret", "previous_secret")),))
+    reseal(db, keyring(), (("endpoint", ("secret", "previous_secret")),), urls=())  # as its columns were then

@@ -19,25 +19,46 @@ PASSWORD = "hunter2-p@ss/w:rd"
 
 
 class Inbox:
-    """aiosmtpd handler that keeps what it accepts; can refuse recipients or answer slowly."""
+    """aiosmtpd handler that keeps what it accepts; can refuse recipients, answer the message
+    with replies given in advance, or answer slowly."""
 
     def __init__(self) -> None:
         self.messages: list[tuple[list[str], EmailMessage]] = []
         self.logins: list[str] = []
         self.refused: set[str] = set()
+        #: Recipients refused for now (``450``): tried again later.
+        self.deferred: set[str] = set()
+        #: Replies to the next messages, in order (e.g. ``451 4.3.0 try later``); then ``250``.
+        self.data_replies: list[str] = []
+        #: The replies given to each message, in order (the scripted ones and the ``250``s).
+        self.answered: list[str] = []
         self.delay = 0.0
+        #: Messages being received now, and the most at once so far.
+        self.receiving = 0
+        self.most_receiving = 0
 
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:
         if address in self.refused:
             return "550 5.1.1 mailbox unavailable"
+        if address in self.deferred:
+            return "450 4.2.1 mailbox busy, try again later"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        await asyncio.sleep(self.delay)
+        self.receiving += 1
+        self.most_receiving = max(self.most_receiving, self.receiving)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.receiving -= 1
+        if self.data_replies:
+            self.answered.append(self.data_replies.pop(0))
+            return self.answered[-1]
         message = BytesParser(policy=policy.default).parsebytes(envelope.content)
         self.messages.append((list(envelope.rcpt_tos), message))
-        return "250 Message accepted for delivery"
+        self.answered.append("250 Message accepted for delivery")
+        return self.answered[-1]
 
     def authenticate(self, server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
         assert isinstance(data, LoginPassword)

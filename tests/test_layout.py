@@ -116,14 +116,16 @@ TESTS = pathlib.Path(__file__).resolve().parent
 
 
 def imported_test_modules(path: pathlib.Path) -> set[str]:
-    """The test modules (``tests/…/test_*.py``) a file imports from, by dotted name as written."""
+    """The test modules (``tests/…/test_*.py``, and a folder's ``conftest.py``: its fixtures are
+    pytest's to load) a file imports from, by dotted name as written."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             module = "." * node.level + (node.module or "")
             if not (node.level or module.split(".")[0] == "tests"):
                 continue
-            if module.rpartition(".")[2].startswith("test_"):
+            last = module.rpartition(".")[2]
+            if last.startswith("test_") or (last == "conftest" and module != "tests.conftest"):
                 found.add(module)
             found |= {f"{module}.{alias.name}" for alias in node.names if alias.name.startswith("test_")}
         elif isinstance(node, ast.Import):

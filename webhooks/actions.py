@@ -15,10 +15,11 @@ from typing import Any
 from webhooks.errors import BrokerError, InvalidInput
 from webhooks.config import ProbeInterval, Settings
 from webhooks.delivery import netguard
-from webhooks.delivery.destinations import check_target
+from webhooks.delivery.destinations import check_target, kind_of, mailto
 from webhooks.delivery.destinations.rabbitmq import own_broker_problem
 from webhooks.delivery.signing import generate_key
 from webhooks.health import presence, probes
+from webhooks.secrecy import unmasked
 from webhooks.storage import db
 from webhooks.storage.db import locking, retrying, write
 from webhooks.storage.ids import new_id
@@ -172,7 +173,8 @@ def recover(
     clock releases them now.
     """
     publisher, topology = _context(publisher, topology)
-    mine = (Delivery.endpoint == endpoint) & (Delivery.created_at >= to_naive_utc(since))
+    # The endpoint's own deliveries: a fallback copy is resent on its own, if at all.
+    mine = (Delivery.endpoint == endpoint) & (Delivery.created_at >= to_naive_utc(since)) & ~Delivery.fallback
     query = (
         Delivery.select(Delivery, Event)
         .join(Event)
@@ -244,13 +246,45 @@ class EndpointLimitReached(InvalidInput):
 
 
 def target_problem(url: str, settings: Settings) -> str | None:
-    """Why ``url`` may not be called (the SSRF rules of ``netguard``; not this service's own broker vhost), or None."""
+    """Why ``url`` may not be called (the SSRF rules of ``netguard``; not this service's own broker vhost;
+    an email address while this service sends no email), or None."""
     policy = netguard.TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks)
     try:
         check_target(url, policy)
     except (netguard.BlockedAddress, ValueError) as error:  # UnresolvableHost is a BlockedAddress
         return str(error)
+    if kind_of(url) is mailto.KIND and not settings.smtp_url:
+        return "this service sends no email (its operator has not set SMTP_URL): use another kind of destination"
     return own_broker_problem(url, settings.amqp_url)
+
+
+#: An endpoint's destination URLs: each a kind of destination, checked alike, a password in it sealed and masked.
+URL_FIELDS = ("url", "fallback_url")
+
+
+def check_destinations(fields: dict[str, Any], endpoint: Endpoint | None, settings: Settings) -> dict[str, str]:
+    """Make the destination URLs of ``fields`` (changes to ``endpoint``, or a new one's) what is to be
+    stored, in place, and say what is wrong with them: ``{field: problem}``, empty when nothing is.
+
+    A URL sent back as it was shown, its password ``***``, keeps the stored password
+    (``secrecy.unmasked``); a URL that changes is checked by ``target_problem`` (SSRF rules, not
+    this service's own broker). One place for the API, the portal and the Svix API.
+    """
+    problems: dict[str, str] = {}
+    for name in URL_FIELDS:
+        if fields.get(name) is None:
+            continue
+        stored = getattr(endpoint, name) if endpoint is not None else None
+        try:
+            fields[name] = unmasked(fields[name], stored)
+        except ValueError as error:
+            problems[name] = str(error)
+            continue
+        if fields[name] != stored:
+            problem = target_problem(fields[name], settings)
+            if problem:
+                problems[name] = problem
+    return problems
 
 
 def _within_endpoint_limit(tenant_id: str, limit: int) -> None:

@@ -19,6 +19,7 @@ says something about them; control-flow signals private to one module are not pa
     │   ├── api.parsing.RefusedJson           (also json.JSONDecodeError)
     │   ├── catalog.files.CatalogFileError
     │   ├── catalog.filters.FilterError
+    │   ├── catalog.mail_templates.RenderError  an email template that does not compile or render
     │   ├── catalog.registry.EventsRejected
     │   ├── catalog.schemas.InvalidSchema
     │   ├── catalog.store.BuiltIn

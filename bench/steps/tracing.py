@@ -1,6 +1,6 @@
 """Step ``tracing``: what OpenTelemetry tracing costs, off and with every trace sampled, interleaved.
 
-Four rounds, each on a fresh stack (web, one worker process per core, clock): off, on, off, on.
+Six rounds, each on a fresh stack (web, one worker process per core, clock): off, on, off, on, off, on.
 "On" sends every process's spans (``OTEL_TRACES_SAMPLER=always_on``) over OTLP/HTTP to a sink
 process that counts and discards them (``bench.kit.otlp_sink``). Each round posts the same
 number of events with the workers stopped (ingestion rate, server side), then starts the
@@ -23,7 +23,7 @@ from bench.kit.stats import WARMUP, steady_rate
 from bench.kit.step import Context, Results, Step, guarded
 
 #: The rounds, in the order they run.
-ROUNDS = ("off", "on", "off", "on")
+ROUNDS = ("off", "on") * 3
 
 
 def _round(context: Context, index: int, mode: str, sink: str, deadline: Deadline) -> dict[str, Any]:

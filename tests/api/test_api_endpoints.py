@@ -29,7 +29,7 @@ from webhooks.storage.timeutil import utcnow
 #: The helpers' fixtures (``headers``, ``make_app``); to merge into conftest.py.
 
 PUBLIC_FIELDS = {
-    "id", "url", "description", "event_types", "rate_limit", "metadata",
+    "id", "url", "fallback_url", "description", "event_types", "rate_limit", "metadata",
     "disabled", "disabled_reason", "created_at", "updated_at", "contact_email",
     "health", "consecutive_failures", "failing_since", "offline_since", "next_probe_at", "last_success_at",
     "parked_count", "oldest_parked_at", "concurrency", "signature_scheme", "filter",

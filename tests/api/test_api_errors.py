@@ -149,7 +149,7 @@ def test_a_batch_that_is_not_an_array_of_objects_says_which(client: FlaskClient,
 @pytest.mark.parametrize("path, body, field, message", [
     ("/v1/events", {"event_type": "a", "payload": {}, "idempotency_key": "a\x00b"}, "idempotency_key",
      "must not contain NUL characters"),
-    ("/v1/endpoints", {"url": "ftp://example.com/hook"}, "url", "URL scheme must be http, https, amqp, amqps, redis or rediss, not 'ftp'"),
+    ("/v1/endpoints", {"url": "ftp://example.com/hook"}, "url", "URL scheme must be http, https, amqp, amqps, redis, rediss or mailto, not 'ftp'"),
     ("/v1/endpoints", {"url": "http://127.0.0.1/hook", "description": "a\x00b"}, "description",
      "must not contain NUL characters"),
 ])

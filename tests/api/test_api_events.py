@@ -24,12 +24,12 @@ from webhooks.storage.models import Delivery, Event, IdempotencyKey
 
 DELIVERY_FIELDS = {
     "id", "event_id", "endpoint_id", "status", "attempts", "next_attempt_at",
-    "last_status_code", "last_error", "created_at", "delivered_at",
+    "last_status_code", "last_error", "created_at", "delivered_at", "fallback",
 }  # fmt: skip
 ATTEMPT_FIELDS = {
     "id", "delivery_id", "event_id", "endpoint_id", "attempt_no", "trigger", "started_at", "duration_ms",
     "url", "request_headers", "response_status", "response_headers", "response_body", "error_class",
-    "error", "outcome", "next_attempt_at",
+    "error", "outcome", "next_attempt_at", "fallback",
 }  # fmt: skip
 
 
@@ -55,7 +55,7 @@ def test_event_is_accepted_with_202_and_one_delivery_per_subscribed_endpoint(
     assert body["created_at"].endswith("Z")
     assert sorted(d["endpoint_id"] for d in body["deliveries"]) == sorted([everything, orders])
     for delivery in body["deliveries"]:
-        assert set(delivery) == {"id", "endpoint_id", "status"}
+        assert set(delivery) == {"id", "endpoint_id", "status", "fallback"} and delivery["fallback"] is False
         assert delivery["id"].startswith("dlv_") and delivery["status"] == "pending"
     assert response.headers["Location"].endswith(f"/v1/events/{body['id']}")
     assert "Idempotent-Replayed" not in response.headers
@@ -239,7 +239,7 @@ def test_feed_items_show_their_deliveries(client: FlaskClient, headers: dict[str
     (item,) = client.get("/v1/events", headers=headers).json["data"]
 
     (delivery,) = accepted["deliveries"]
-    assert item["deliveries"] == [{"id": delivery["id"], "endpoint_id": endpoint_id, "status": "pending"}]
+    assert item["deliveries"] == [{"id": delivery["id"], "endpoint_id": endpoint_id, "status": "pending", "fallback": False}]
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask.testing import FlaskClient
 
-from tests.catalog.conftest import ORDER, ORDER_SCHEMA, order_type
+from tests.catalog_helpers import ORDER, ORDER_SCHEMA, order_type
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
 
 

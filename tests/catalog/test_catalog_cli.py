@@ -7,7 +7,7 @@ from pathlib import Path
 
 from flask import Flask
 
-from tests.catalog.conftest import ORDER, ORDER_SCHEMA
+from tests.catalog_helpers import ORDER, ORDER_SCHEMA
 from webhooks.catalog import store
 
 CATALOG_YAML = """\

@@ -191,12 +191,22 @@ INDEXED = {
     "or": {"$or": [{"data": {"status": "paid"}}, {"data": {"status": "new"}}]},
     "not": {"$not": {"data": {"status": "paid"}}},
     "range": {"data": {"amount": {"$gt": 10}}},
+    "band": {"data": {"amount": {"$gte": 5, "$lt": 11}}},
+    "closed band": {"data": {"amount": {"$gte": 5, "$lte": 5}}},
+    "open band": {"data": {"amount": {"$gt": 5, "$lt": 12}, "n": {"$gt": 0.5}}},
+    "nested range": {"data": {"items": {"price": {"$lte": 3}}}},
+    "range in or": {"$or": [{"data": {"amount": {"$gt": 100}}}, {"data": {"status": "new"}}]},
+    "range in not": {"$not": {"data": {"amount": {"$gt": 100}}}},
+    "string range": {"data": {"status": {"$gte": "p"}}},
 }
 INDEX_EVENTS = [
     event_view("e", "t", "2026", payload) for payload in (
         {"status": "paid", "tags": ["vip", "x"], "n": 1.0, "items": [{"sku": "A"}], "amount": 11},
         {"status": "new", "tags": "vip", "n": True, "items": {"sku": "A"}},
         {"status": ["paid"], "n": None, "amount": 5},
+        {"amount": 11.5, "n": 2, "items": [{"price": 3}, {"price": 9}]},
+        {"amount": [6], "items": {"price": 2.5}},
+        {"amount": True, "status": "z"},
         {},
     )
 ]
@@ -216,8 +226,22 @@ def test_the_index_leaves_out_filters_whose_equality_the_event_does_not_meet() -
     index = FilterIndex((name, f) for name, f in filters.items() if f is not None)
     assert index.candidates(event_view("e", "t", "x", {"customer": "cus_7", "amount": 5})) == {"customer-7"}
     assert index.candidates(event_view("e", "t", "x", {"customer": "nobody"})) == set()
-    # No equality to index on: always a candidate.
-    assert FilterIndex([("r", compile_filter({"data": {"a": {"$gt": 1}}}))]).candidates({}) == {"r"}
+    # Neither an equality nor a numeric range to index on: always a candidate.
+    assert FilterIndex([("r", compile_filter({"data": {"a": {"$exist": False}}}))]).candidates({}) == {"r"}
+
+
+def test_the_index_leaves_out_filters_whose_numeric_range_the_event_is_outside() -> None:
+    filters = {f"band-{i}": compile_filter({"data": {"amount": {"$gte": 100 * i, "$lt": 100 * (i + 1)},
+                                                     "currency": {"$in": ["EUR", "USD"]}}}) for i in range(100)}
+    index = FilterIndex((name, f) for name, f in filters.items() if f is not None)
+    view = lambda amount: event_view("e", "t", "x", {"amount": amount, "currency": "EUR"})  # noqa: E731
+    assert index.candidates(view(250)) == {"band-2"}
+    assert index.candidates(view(300)) == {"band-3"}  # $gte includes its bound, $lt excludes it
+    assert index.candidates(view(10_000)) == set()  # above every band: nothing is evaluated
+    assert index.candidates(view("250")) == set()  # a string never passes a range on numbers
+    assert index.candidates(event_view("e", "t", "x", {"currency": "EUR"})) == set()  # nor a missing field
+    crossing = event_view("e", "t", "x", [{"amount": 250}])  # an array on the way: every band may match
+    assert index.candidates(crossing) == set(filters)
 
 
 def test_fan_out_runs_each_filter_as_one_compiled_function_and_a_filter_too_deep_for_it_keeps_the_tree() -> None:

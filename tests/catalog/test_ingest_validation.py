@@ -9,7 +9,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.api_helpers import create_endpoint, post_event, row_counts
-from tests.catalog.conftest import ORDER, order_type
+from tests.catalog_helpers import ORDER, order_type
 from webhooks.catalog.registry import of_app
 
 

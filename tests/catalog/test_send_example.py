@@ -11,7 +11,7 @@ from flask.testing import FlaskClient
 from standardwebhooks import Webhook
 
 from tests.api_helpers import create_endpoint
-from tests.catalog.conftest import ORDER, order_type
+from tests.catalog_helpers import ORDER, order_type
 from tests.receivers import Receiver
 from webhooks.config import Settings
 from webhooks.listen import Feed

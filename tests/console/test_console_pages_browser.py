@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page
 from tests.api_helpers import make_attempt
 from tests.console_helpers import failed_delivery, post_form, log_in, staff
 from tests.browser import ARTIFACTS, UNLABELLED, WATCH_CSP, logged_in_page, violations
-from tests.catalog.conftest import order_type
+from tests.catalog_helpers import order_type
 from webhooks.catalog import store
 from webhooks.storage.models import Endpoint, HealthChange
 from webhooks.storage.timeutil import utcnow

@@ -11,6 +11,7 @@ from tests.console_helpers import failed_delivery, log_in, post_form
 from webhooks.storage import endpoint_windows
 from webhooks.storage.models import Delivery, Endpoint, HealthChange, ManualAttempt
 from webhooks.storage.timeutil import utcnow
+from webhooks.tenants import create_tenant, delete_tenant
 
 XSS = "<script>alert(1)</script>"
 
@@ -58,6 +59,20 @@ def test_search_by_url_fragment_or_tenant_name_lists_matching_deliveries_and_end
     assert event["deliveries"][0]["id"] in by_url and "http://127.0.0.1:9/orders-hook" in by_url
     assert event["deliveries"][0]["id"] in by_tenant and f"tenant={tenant.id}" in by_tenant
     assert "No deliveries match" in page(client, "/console/search?q=no-such-thing")
+
+
+def test_search_lists_live_tenants_by_name_or_uid_and_never_a_deleted_one(client: FlaskClient, database_url) -> None:
+    kept = create_tenant("Globex kept", uid="globex-kept")
+    gone = create_tenant("Globex gone", uid="globex-gone")
+    delete_tenant(gone)
+    log_in(client, "viewer")
+
+    by_name = page(client, "/console/search?q=Globex")
+    by_uid = page(client, "/console/search?q=globex-kept")
+
+    assert kept.id in by_name and "Globex kept" in by_name
+    assert gone.id not in by_name and "Globex gone" not in by_name
+    assert kept.id in by_uid
 
 
 def test_search_filters_by_status_event_type_and_time_range(client: FlaskClient, headers) -> None:

@@ -13,7 +13,8 @@ from typing import Any, Awaitable, Callable, Iterable
 from tests.delivery.lane_helpers import Broker, message, slow_lane
 from webhooks.delivery import backlog, spill
 from webhooks.delivery.budget import Budget
-from webhooks.delivery.lanes import Held, Lane, Lanes
+from webhooks.delivery.lane import Held, Lane
+from webhooks.delivery.lanes import Lanes
 from webhooks.delivery.spill import MIN_KEEP, REFILL_BATCH, SPILL_BATCH, Spiller
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhooks.delivery.lanes import PACE_WEIGHT, Lane
+from webhooks.delivery.lane import PACE_WEIGHT, Lane
 from webhooks.delivery.upkeep import TICK_SECONDS
 
 

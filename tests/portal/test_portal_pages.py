@@ -69,7 +69,7 @@ def test_the_endpoint_form_says_what_is_wrong_in_the_apis_words(app: Flask, tena
     assert page.status_code == 400
     body = text(page)
     assert "There is a problem" in body and 'href="#field-url"' in body
-    assert "URL: URL scheme must be http, https, amqp, amqps, redis or rediss, not &#39;ftp&#39;" in body and "Rate limit: Not a valid integer" in body
+    assert "URL: URL scheme must be http, https, amqp, amqps, redis, rediss or mailto, not &#39;ftp&#39;" in body and "Rate limit: Not a valid integer" in body
     assert Endpoint.select().count() == 0
 
 

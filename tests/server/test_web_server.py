@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
@@ -195,3 +196,30 @@ def test_a_burst_of_one_tenant_waits_its_turn_while_another_tenant_is_served_and
     assert other.status_code == 202 and written_while_held == 0
     assert [response.status_code for response in answered] == [202] * 5
     assert Event.select().where(Event.tenant == tenant.id).count() == 5
+
+
+def test_a_quick_stop_that_lands_while_the_loop_hands_a_request_to_a_thread_still_exits() -> None:
+    """SIGQUIT/SIGINT while the event loop is inside ``tpool.submit`` (which holds the pool's lock):
+    the handler must not wait for that lock (gthread's does, and the worker then hung until the
+    arbiter killed it 30 s later: a stop that sometimes took 30 s)."""
+    from webhooks.server.worker import BufferingWorker
+
+    worker = BufferingWorker.__new__(BufferingWorker)  # the handler needs only these
+    worker.tpool, worker.alive = ThreadPoolExecutor(1), True
+    worker.cfg = SimpleNamespace(worker_int=lambda _worker: None)
+    outcome: list[BaseException] = []
+
+    def quit_now() -> None:
+        try:
+            worker.handle_quit(3, None)
+        except BaseException as raised:  # noqa: BLE001 - what the handler raises is the finding
+            outcome.append(raised)
+
+    with worker.tpool._shutdown_lock:  # held, as while the loop is inside submit()
+        handler = threading.Thread(target=quit_now, daemon=True)
+        handler.start()
+        handler.join(timeout=5)
+        finished = not handler.is_alive()
+    worker.tpool.shutdown()
+    assert finished, "the quit handler waited for the thread pool's lock"
+    assert len(outcome) == 1 and isinstance(outcome[0], SystemExit) and worker.alive is False

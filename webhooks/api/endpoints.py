@@ -58,11 +58,12 @@ def with_parked_stats(endpoints: list[Endpoint]) -> list[Endpoint]:
     return summary.with_parked_stats(endpoints, current_app.extensions["webhooks.settings"])
 
 
-def check_target(url: str) -> None:
-    """Abort 422 (on ``url``) when the URL may not be called: SSRF rules of ``netguard``."""
-    problem = actions.target_problem(url, current_app.extensions["webhooks.settings"])
-    if problem:
-        abort(422, errors={"json": {"url": [problem]}})
+def check_destinations(fields: dict[str, Any], endpoint: Endpoint | None = None) -> None:
+    """``url`` and ``fallback_url`` as they are to be stored (a masked one sent back keeps its password), or
+    422 naming each that may not be used (SSRF rules of ``netguard``, this service's own broker)."""
+    problems = actions.check_destinations(fields, endpoint, current_app.extensions["webhooks.settings"])
+    if problems:
+        abort(422, errors={"json": {name: [problem] for name, problem in problems.items()}})
 
 
 @blp.route("")
@@ -84,7 +85,7 @@ class Endpoints(MethodView):
 
         A tenant has at most `MAX_ENDPOINTS_PER_TENANT` live endpoints (100 by default): one more is a 409.
         """
-        check_target(data["url"])
+        check_destinations(data)
         scheme = data.pop("signature_scheme", "v1")
         try:
             endpoint = actions.create_endpoint(current_tenant().id, data, scheme=scheme, max_endpoints=current_app.extensions[
@@ -110,11 +111,12 @@ class EndpointItem(MethodView):
     def patch(self, changes: dict[str, Any], endpoint_id: str) -> Endpoint:
         """Change an endpoint; enabling it (`disabled: false` or `status: enabled`) releases what it parked.
 
-        `disabled` and `status` say the same thing: send one of them, not both (422).
+        `disabled` and `status` say the same thing: send one of them, not both (422). A `url` or
+        `fallback_url` sent back as shown, its password `***`, keeps the password stored.
+        `fallback_url: null` removes the fallback.
         """
         endpoint = get_owned(Endpoint, endpoint_id)
-        if "url" in changes and changes["url"] != endpoint.url:
-            check_target(changes["url"])
+        check_destinations(changes, endpoint)
         disabled = changes.pop("disabled", None)
         status = changes.pop("status", None)
         if status is not None:

@@ -65,6 +65,9 @@ class EventTypeSchema(Schema):
     version = fields.Integer(metadata={"description": "Grows with each change of `schema`."})
     created_at = UtcDateTime(allow_none=True)
     updated_at = UtcDateTime(allow_none=True)
+    email_subject = fields.String(allow_none=True, metadata={"description": "Template of the emails' subject."})
+    email_text = fields.String(allow_none=True, metadata={"description": "Template of the emails' plain text."})
+    email_html = fields.String(allow_none=True, metadata={"description": "Template of the emails' HTML."})
 
 
 class EventTypePageSchema(Schema):
@@ -118,7 +121,8 @@ class EventTypes(MethodView):
     @blp.alt_response(409, response="CONFLICT")
     def post(self, data: dict[str, Any]) -> tuple[store.Entry, dict[str, str]]:
         """Add an event type. `schema` is checked (an invalid one is a 422 saying why), then each example
-        against it (a 422 naming the example's index and each failing path)."""
+        against it (a 422 naming the example's index and each failing path), then each email template:
+        it must compile and render each example (a 422 naming the template and the example)."""
         entry = _writing(store.create, data)
         return entry, {"Location": url_for("event_types.EventType", name=entry.name)}
 

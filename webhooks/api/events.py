@@ -65,7 +65,8 @@ def accepted_body(event: Event, deliveries: list[Delivery]) -> dict[str, Any]:
         "payload": event.payload,
         "created_at": isoformat(event.created_at),
         "test": bool(event.test),
-        "deliveries": [{"id": d.id, "endpoint_id": d.endpoint_id, "status": d.status} for d in deliveries],
+        "deliveries": [{"id": d.id, "endpoint_id": d.endpoint_id, "status": d.status, "fallback": d.fallback}
+                       for d in deliveries],
     }
 
 
@@ -77,7 +78,8 @@ def batch_body(accepted: list[ingest.Accepted]) -> dict[str, Any]:
             "seq": a.event.seq,
             "event_type": a.event.event_type,
             "created_at": isoformat(a.event.created_at),
-            "deliveries": [{"id": d.id, "endpoint_id": d.endpoint_id, "status": d.status} for d in a.deliveries],
+            "deliveries": [{"id": d.id, "endpoint_id": d.endpoint_id, "status": d.status, "fallback": d.fallback}
+                           for d in a.deliveries],
             "replayed": a.replayed,
         }
         for a in accepted

@@ -30,14 +30,23 @@ class EndpointCreateSchema(Schema):
         validate=[
             validate.Length(1, MAX_URL_LENGTH),
             parses_as_url,  # the specific reason first (a 422 shows each field's first)
-            validate.Regexp(URL_PATTERN, error="must be an http(s)://, amqp(s):// or redis(s):// URL with a host name or IP address"),
+            validate.Regexp(URL_PATTERN, error="must be an http(s)://, amqp(s)://, redis(s):// URL with a host name or IP address, or mailto:addresses"),
         ],
         metadata={"description": "Where events go, by scheme. `http://` or `https://`: POSTed there (a host name or "
                                  "IP address, an optional port and path). `amqp://user:password@host:port/vhost?exchange=X&"
                                  "routing_key=K` or `amqps://` (TLS): published to a RabbitMQ exchange, confirmed. "
                                  "`redis://[user:password@]host:port/db?stream="
-                                 "NAME[&maxlen=N]` or `rediss://` (TLS): added to a Redis stream. Printable ASCII; "
+                                 "NAME[&maxlen=N]` or `rediss://` (TLS): added to a Redis stream. `mailto:ops@example.com[,"
+                                 "…]` (up to 10 addresses): emailed through the service's SMTP server, with the "
+                                 "event type's email templates (a 422 when the service sends no email). Printable ASCII; "
                                  "percent-encode the rest. A password in the URL is never shown again."},
+    )
+    fallback_url = fields.String(
+        allow_none=True,
+        validate=url.validators,
+        metadata={"description": "Where each event goes as well while the endpoint is offline or disabled, once "
+                                 "(any kind, as `url`; signed with the endpoint's secret); what the endpoint "
+                                 "missed is still released to it in order when it is back. Null: no fallback."},
     )
     event_types = fields.List(
         fields.String(validate=EVENT_TYPE),
@@ -222,6 +231,8 @@ LAST_SUCCESS_AT = UtcDateTime(
 class EndpointSchema(Schema):
     id = fields.String()
     url = ShownUrl(metadata={"description": "Where events go; a password in it shows as `***`."})
+    fallback_url = ShownUrl(allow_none=True, metadata={
+        "description": "Where events go too while the endpoint is offline or disabled; a password shows as `***`."})
     description = fields.String()
     event_types = fields.List(fields.String())
     rate_limit = fields.Integer(allow_none=True)
@@ -299,6 +310,8 @@ class DeliverySummarySchema(Schema):
     id = fields.String()
     endpoint_id = fields.String()
     status = fields.String(metadata={"description": "pending, retrying, parked, delivered, failed or cancelled."})
+    fallback = fields.Boolean(metadata={"description": "A copy for the endpoint's `fallback_url`, made while the "
+                                                       "endpoint was offline or disabled."})
 
 
 class DeliverySchema(DeliverySummarySchema):
@@ -320,7 +333,8 @@ class AttemptSchema(Schema):
     trigger = fields.String(metadata={"description": "ladder, resend, recover, or probe (of an offline endpoint)."})
     started_at = UtcDateTime()
     duration_ms = fields.Float()
-    url = fields.String()
+    url = ShownUrl()
+    fallback = fields.Boolean(metadata={"description": "An attempt of a fallback delivery (to the `fallback_url`)."})
     request_headers = fields.Dict()
     response_status = fields.Integer(allow_none=True)
     response_headers = fields.Dict(allow_none=True)

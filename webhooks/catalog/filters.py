@@ -21,14 +21,16 @@ all hold: a field name applies its value to that field, an operator to the value
 and returns a ``Filter`` whose ``matches`` is the fan-out's test and ``explain`` says which
 condition failed (``POST /v1/endpoints/<id>/filter/test``). ``compiled`` caches them by the
 stored text, so fan-out compiles each endpoint's filter once per process; ``FilterIndex``
-matches an event only against the filters whose equality it meets.
+matches an event only against the filters whose equality, or numeric range, it meets.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from bisect import bisect_left, bisect_right
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from webhooks.errors import InvalidInput
 from webhooks.catalog.filter_code import function_of
@@ -110,13 +112,14 @@ class _Compiler:
 class Filter:
     """A compiled filter: ``matches(event)`` at fan-out, ``explain(event)`` for a person."""
 
-    __slots__ = ("root", "spec", "matches", "equality")
+    __slots__ = ("root", "spec", "matches", "equality", "range")
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.root = _Compiler().conditions(spec, "", top=True)
         #: What ``FilterIndex`` files it under (found once, not for every batch that routes with it).
         self.equality = necessary_equality(self.root)
+        self.range = necessary_range(self.root) if self.equality is None else None
         #: Does ``event`` match? The tree as one Python function (``filter_code``), or the tree itself.
         self.matches: Callable[[Mapping[str, Any]], bool] = function_of(self.root) or self.root.matches
 
@@ -125,7 +128,7 @@ class Filter:
         return self.root.explain(event)
 
 
-# --- many filters against one event: an index on their equalities ------------------------------
+# --- many filters against one event: an index on what each filter needs -------------------------
 
 
 def _scalar_key(value: Any) -> tuple[str, Any] | None:
@@ -141,29 +144,60 @@ def _scalar_key(value: Any) -> tuple[str, Any] | None:
     return None
 
 
-def necessary_equality(node: Node, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...], tuple[str, Any]] | None:
-    """One ``(path, value)`` every event the filter matches has: a plain scalar (or ``$eq``) reached only
-    through fields and conjunctions (never under ``$or`` or ``$not``). None when the filter has none."""
+def _conjuncts(node: Node, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Operator]]:
+    """The operators every match must satisfy, with the path of the value each tests: those reached only
+    through fields and conjunctions (never under ``$or`` or ``$not``)."""
     if isinstance(node, Field):
-        return necessary_equality(node.node, (*path, node.key))
-    if isinstance(node, AllOf):
+        yield from _conjuncts(node.node, (*path, node.key))
+    elif isinstance(node, AllOf):
         for child in node.nodes:
-            found = necessary_equality(child, path)
-            if found is not None:
-                return found
-        return None
-    if isinstance(node, Operator) and node.name == "$eq" and path:
-        key = _scalar_key(node.operand)
-        return None if key is None else (path, key)
+            yield from _conjuncts(child, path)
+    elif isinstance(node, Operator) and path:
+        yield path, node
+
+
+def necessary_equality(node: Node) -> tuple[tuple[str, ...], tuple[str, Any]] | None:
+    """One ``(path, value)`` every event the filter matches has: a plain scalar (or ``$eq``) among its
+    conjuncts. None when the filter has none."""
+    for path, operator in _conjuncts(node):
+        if operator.name == "$eq":
+            key = _scalar_key(operator.operand)
+            if key is not None:
+                return path, key
     return None
 
 
-#: ``_values_at``'s answer when the path crosses an array: every filter on that path stays a candidate.
+#: A numeric range: ``(low, low is exclusive, high, high is exclusive)``.
+Range = tuple[float, bool, float, bool]
+
+
+def necessary_range(node: Node) -> tuple[tuple[str, ...], Range] | None:
+    """The numbers the value at one path must lie between for the filter to match: its conjuncts'
+    ``$gt`` ``$gte`` ``$lt`` ``$lte`` with number operands on the first path that has any (such an
+    operator fails for anything but a number). None when the filter has none."""
+    bounds: dict[tuple[str, ...], list[Operator]] = {}
+    for path, operator in _conjuncts(node):
+        if operator.name in ("$gt", "$gte", "$lt", "$lte") and is_number(operator.operand):
+            bounds.setdefault(path, []).append(operator)
+    if not bounds:
+        return None
+    path, operators = next(iter(bounds.items()))
+    low, low_open, high, high_open = -math.inf, False, math.inf, False
+    for operator in operators:
+        value, strict = operator.operand, operator.name in ("$gt", "$lt")
+        if operator.name in ("$gt", "$gte") and (value > low or value == low and strict):
+            low, low_open = value, strict
+        elif operator.name in ("$lt", "$lte") and (value < high or value == high and strict):
+            high, high_open = value, strict
+    return path, (low, low_open, high, high_open)
+
+
+#: ``_value_at``'s answer when the path crosses an array: every filter on that path stays a candidate.
 _ANY = object()
 
 
-def _values_at(event: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    """The scalar keys at ``path`` (an array there: its elements), ``_ANY`` when an array lies on the way."""
+def _value_at(event: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at ``path`` (``MISSING`` if it is not there), or ``_ANY`` when an array lies on the way."""
     value: Any = event
     for key in path:
         if isinstance(value, dict):
@@ -171,36 +205,70 @@ def _values_at(event: Mapping[str, Any], path: tuple[str, ...]) -> Any:
         elif isinstance(value, list):
             return _ANY
         else:
-            return ()
-    if value is MISSING:
-        return ()
+            return MISSING
+    return value
+
+
+def _values_at(event: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """The scalar keys at ``path`` (an array there: its elements), ``_ANY`` when an array lies on the way."""
+    value = _value_at(event, path)
+    if value is _ANY or value is MISSING:
+        return () if value is MISSING else _ANY
     if isinstance(value, list):
         return [key for key in map(_scalar_key, value) if key is not None]
     key = _scalar_key(value)
     return () if key is None else (key,)
 
 
-class FilterIndex:
-    """The filters of many endpoints, indexed on one necessary equality each, so that an event is matched
-    only against the filters it can pass: with 100 endpoints each filtering on its own customer, an event
-    costs one look-up, not 100 evaluations. Filters without an equality are always evaluated."""
+class _Ranges:
+    """The filters that need the number at one path within a range: which of them a number can pass,
+    found by bisecting their low bounds and their high bounds and checking the shorter side."""
 
-    __slots__ = ("_paths", "_always")
+    __slots__ = ("_by_low", "_lows", "_by_high", "_highs")
+
+    def __init__(self, entries: list[tuple[Range, str]]) -> None:
+        self._by_low = sorted(entries, key=lambda entry: entry[0][0])
+        self._lows = [entry[0][0] for entry in self._by_low]
+        self._by_high = sorted(entries, key=lambda entry: entry[0][2])
+        self._highs = [entry[0][2] for entry in self._by_high]
+
+    def passing(self, number: float) -> list[str]:
+        low_side = self._by_low[:bisect_right(self._lows, number)]  # low <= number
+        high_side = self._by_high[bisect_left(self._highs, number):]  # high >= number
+        side = low_side if len(low_side) <= len(high_side) else high_side
+        return [key for (low, low_open, high, high_open), key in side
+                if (low < number or low == number and not low_open) and (number < high or number == high and not high_open)]
+
+    def every(self) -> list[str]:
+        return [key for _, key in self._by_low]
+
+
+class FilterIndex:
+    """The filters of many endpoints, indexed on one thing each needs (an equality, else a numeric range),
+    so that an event is matched only against the filters it can pass: with 100 endpoints each filtering
+    on its own customer, or on its own band of amounts, an event costs a look-up or two bisections, not
+    100 evaluations. Filters that need neither are always evaluated."""
+
+    __slots__ = ("_paths", "_ranges", "_always")
 
     def __init__(self, filters: Iterable[tuple[str, Filter]]) -> None:
         self._paths: dict[tuple[str, ...], dict[tuple[str, Any], set[str]]] = {}
         self._always: set[str] = set()
+        ranges: dict[tuple[str, ...], list[tuple[Range, str]]] = {}
         for key, compiled_filter in filters:
-            found = compiled_filter.equality
-            if found is None:
-                self._always.add(key)
-            else:
-                path, value = found
+            if compiled_filter.equality is not None:
+                path, value = compiled_filter.equality
                 self._paths.setdefault(path, {}).setdefault(value, set()).add(key)
+            elif compiled_filter.range is not None:
+                path, bounds = compiled_filter.range
+                ranges.setdefault(path, []).append((bounds, key))
+            else:
+                self._always.add(key)
+        self._ranges = {path: _Ranges(entries) for path, entries in ranges.items()}
 
     def __bool__(self) -> bool:
         """Does it hold any filter?"""
-        return bool(self._paths or self._always)
+        return bool(self._paths or self._ranges or self._always)
 
     def candidates(self, event: Mapping[str, Any]) -> set[str]:
         """The keys whose filters may match ``event`` (a superset of those that do)."""
@@ -215,6 +283,12 @@ class FilterIndex:
                 keys = buckets.get(value)
                 if keys:
                     out |= keys
+        for path, ranges in self._ranges.items():
+            value = _value_at(event, path)
+            if is_number(value):
+                out.update(ranges.passing(value))
+            elif value is _ANY:
+                out.update(ranges.every())
         return out
 
 

@@ -1,11 +1,12 @@
-"""A payload schema as people read it: one row per field (its path, type, whether it is required,
-its rules and description), for the console's and the portal's catalog pages."""
+"""The catalog as people read it, for the console's and the portal's pages: a payload schema as one
+row per field (its path, type, whether it is required, its rules and description), and entries
+listed under their groups."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, Sequence, TypeVar
 
 #: Nested levels shown at most (deeper fields stay in the JSON view).
 MAX_DEPTH = 6
@@ -25,11 +26,23 @@ class FieldRow:
     rules: str
     description: str
 
+    @property
+    def depth(self) -> int:
+        """How deep the field is nested (``customer.id`` and ``lines[].qty``: 1), for indenting it."""
+        return self.path.replace("[]", "").count(".")
+
+    @property
+    def name(self) -> str:
+        """The field's own name, the last part of its path (``id`` of ``customer.id``)."""
+        return self.path.rpartition(".")[2]
+
 
 def _type_of(schema: dict[str, Any]) -> str:
     kind = schema.get("type")
     if isinstance(kind, list):
         return " or ".join(str(k) for k in kind)
+    if kind == "array" and isinstance(schema.get("items"), dict) and "type" in schema["items"]:
+        return f"array of {_type_of(schema['items'])}"
     if kind is not None:
         return str(kind)
     if "enum" in schema or "const" in schema:
@@ -72,3 +85,25 @@ def field_rows(schema: Any) -> list[FieldRow]:
 
     walk(schema, "", 0)
     return rows
+
+
+#: The heading of the types that have no group (listed after the groups; no group name has a space).
+UNGROUPED = "Other types"
+
+
+class Grouped(Protocol):
+    @property
+    def group(self) -> str | None: ...
+
+
+G = TypeVar("G", bound=Grouped)
+
+
+def by_group(entries: Sequence[G]) -> list[tuple[str, list[G]]]:
+    """``entries`` under their groups' names, the groups by name and the types without one last
+    (under ``UNGROUPED``); each group's entries keep their order."""
+    groups: dict[str | None, list[G]] = {}
+    for entry in entries:
+        groups.setdefault(entry.group, []).append(entry)
+    ordered = sorted(groups.items(), key=lambda item: (item[0] is None, item[0] or ""))
+    return [(name if name is not None else UNGROUPED, members) for name, members in ordered]

@@ -1,7 +1,7 @@
 """What an event type may hold as written (the API's body, each entry of a catalog file).
 
-Shapes only: whether ``schema`` is a usable JSON Schema and each example fits it is
-``webhooks.catalog.store``'s check, made for every writer alike.
+Shapes only: whether ``schema`` is a usable JSON Schema and each example fits it, and whether
+each email template renders, is ``webhooks.catalog.store``'s check, made for every writer alike.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate
 
+from webhooks.catalog.mail_templates import MAX_TEMPLATE_CHARS
 from webhooks.event_types import EVENT_TYPE_PATTERN
 
 #: What a group name may look like (as an event type's name).
@@ -42,6 +43,21 @@ class JsonSchemaField(fields.Raw):
         return value
 
 
+#: What each template makes, for the OpenAPI document.
+_TEMPLATE_PARTS = {"email_subject": "the subject (one line)", "email_text": "the plain-text body",
+                   "email_html": "the HTML body (autoescaped)"}
+
+
+def template_field(name: str) -> fields.String:
+    """An email template (Jinja); ``""`` or null: none, the default rendering (``store`` stores null)."""
+    return fields.String(
+        allow_none=True, validate=validate.Length(max=MAX_TEMPLATE_CHARS[name]),
+        metadata={"description": f"A Jinja template of {_TEMPLATE_PARTS[name]} of the emails `mailto:` endpoints get, "
+                                 "with `id`, `type`, `timestamp` and `payload`; `\"\"` or null for the default rendering. "
+                                 "One that does not compile or render an example is a 422 that says why."},
+    )
+
+
 class EventTypeUpdateSchema(Schema):
     """``PATCH /v1/event-types/<name>``: any of these; ``archived: false`` restores an archived type."""
 
@@ -59,6 +75,9 @@ class EventTypeUpdateSchema(Schema):
     )
     deprecated = JsonBoolean()
     archived = JsonBoolean(metadata={"description": "`false` restores an archived type (`DELETE` archives it)."})
+    email_subject = template_field("email_subject")
+    email_text = template_field("email_text")
+    email_html = template_field("email_html")
 
 
 class EventTypeCreateSchema(EventTypeUpdateSchema):

@@ -1,6 +1,7 @@
 """The catalog's entries: read, created, changed, archived and loaded from a file, with the same
 checks for every writer (API, ``flask event-types import``): the schema is a usable draft
-2020-12 schema and each example validates against it.
+2020-12 schema and each example validates against it, and each email template compiles and
+renders each example (``mail_templates``).
 
 The operational types are built in (``webhooks.catalog.operational``): listed among the
 rows, never written. Every write bumps ``generation``, so this process's ``registry``
@@ -15,14 +16,14 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from webhooks.errors import InvalidInput, NotFound
-from webhooks.catalog import operational
+from webhooks.catalog import mail_templates, operational
 from webhooks.catalog.schemas import InvalidSchema, compile_schema, failures
 from webhooks.storage.db import write
 from webhooks.storage.models import EventType
 from webhooks.storage.timeutil import utcnow
 
 #: Fields a writer may set (``group`` is stored as ``group_name``: ``group`` is an SQL word).
-WRITABLE = ("description", "group", "schema", "examples", "deprecated")
+WRITABLE = ("description", "group", "schema", "examples", "deprecated", *mail_templates.FIELDS)
 
 _generations = itertools.count(1)
 #: Grows with every write in this process (``registry`` compares it with what it loaded).
@@ -64,11 +65,16 @@ class Entry:
     created_at: datetime | None
     updated_at: datetime | None
     operational: bool = False
+    #: Email templates (``mail_templates``); None: the default rendering of that part.
+    email_subject: str | None = None
+    email_text: str | None = None
+    email_html: str | None = None
 
 
 def _entry(row: EventType) -> Entry:
     return Entry(row.name, row.description, row.group_name, row.schema, row.examples, row.deprecated,
-                 row.archived_at is not None, row.version, row.created_at, row.updated_at)
+                 row.archived_at is not None, row.version, row.created_at, row.updated_at, False,
+                 row.email_subject, row.email_text, row.email_html)
 
 
 #: The built-in entries, by name.
@@ -95,6 +101,19 @@ def check(schema: dict[str, Any] | None, examples: list[dict[str, Any]]) -> None
         raise CatalogProblem({"examples": bad})
 
 
+def check_templates(name: str, templates: dict[str, str | None], examples: list[dict[str, Any]]) -> None:
+    """CatalogProblem naming each email template that does not compile or render an example."""
+    problems = mail_templates.problems_of(templates, name, examples)
+    if problems:
+        raise CatalogProblem(problems)
+
+
+def _templates_of(fields: dict[str, Any], row: EventType | None = None) -> dict[str, str | None]:
+    """The templates an entry will have: those ``fields`` sets, else the row's."""
+    return {field: fields.get(field, getattr(row, field) if row is not None else None)
+            for field in mail_templates.FIELDS}
+
+
 def _bump() -> None:
     global generation
     generation = next(_generations)
@@ -106,6 +125,13 @@ def get(name: str) -> Entry | None:
         return BUILT_IN[name]
     row = EventType.get_or_none(EventType.name == name)
     return None if row is None else _entry(row)
+
+
+def email_templates() -> dict[str, mail_templates.MailTemplates]:
+    """The email templates of every type that has one, by name (what a worker keeps a copy of)."""
+    has_one = EventType.email_subject.is_null(False) | EventType.email_text.is_null(False) | EventType.email_html.is_null(False)
+    rows = EventType.select(EventType.name, EventType.email_subject, EventType.email_text, EventType.email_html).where(has_one)
+    return {row.name: mail_templates.MailTemplates(row.email_subject, row.email_text, row.email_html) for row in rows}
 
 
 def page(*, limit: int, after: str | None = None, group: str | None = None,
@@ -148,6 +174,9 @@ def _writable(name: str) -> None:
 
 def _row_fields(fields: dict[str, Any]) -> dict[str, Any]:
     out = {("group_name" if key == "group" else key): value for key, value in fields.items() if key in WRITABLE}
+    for field in mail_templates.FIELDS:
+        if field in out:
+            out[field] = out[field] or None  # "": no template
     return out
 
 
@@ -155,6 +184,7 @@ def create(fields: dict[str, Any]) -> Entry:
     """A new entry (``fields`` as ``spec.EventTypeCreateSchema`` loads them); EventTypeExists if the name is taken."""
     _writable(fields["name"])
     check(fields.get("schema"), fields.get("examples", []))
+    check_templates(fields["name"], _templates_of(fields), fields.get("examples", []))
     now = utcnow()
     with write():
         if EventType.select().where(EventType.name == fields["name"]).exists():
@@ -172,6 +202,8 @@ def _changed(row: EventType, changes: dict[str, Any], now: datetime) -> dict[str
     examples = changes.get("examples", row.examples)
     if "schema" in changes or "examples" in changes:
         check(schema, examples)
+    if "examples" in changes or any(field in changes for field in mail_templates.FIELDS):
+        check_templates(row.name, _templates_of(changes, row), examples)
     if "schema" in changes and changes["schema"] != row.schema:
         columns["version"] = row.version + 1
     if "archived" in changes and changes["archived"] != (row.archived_at is not None):
@@ -227,12 +259,14 @@ def load(entries: Iterable[dict[str, Any]]) -> Loaded:
             _writable(name)
             try:
                 check(fields.get("schema"), fields.get("examples", []))
+                check_templates(name, _templates_of(fields), fields.get("examples", []))
                 row = EventType.get_or_none(EventType.name == name)
                 if row is None:
                     EventType.create(name=name, created_at=now, updated_at=now, **_row_fields(fields))
                     loaded.created.append(name)
                     continue
-                defaults = {"description": "", "group": None, "schema": None, "examples": [], "deprecated": False}
+                defaults = {"description": "", "group": None, "schema": None, "examples": [], "deprecated": False,
+                            **dict.fromkeys(mail_templates.FIELDS)}
                 columns = _changed(row, {**defaults, **fields, "archived": False}, now)
             except CatalogProblem as problem:
                 raise CatalogProblem({name: problem.problems}) from None
@@ -256,4 +290,7 @@ def as_file_entry(entry: Entry) -> dict[str, Any]:
         out["examples"] = entry.examples
     if entry.deprecated:
         out["deprecated"] = True
+    for field in mail_templates.FIELDS:
+        if getattr(entry, field):
+            out[field] = getattr(entry, field)
     return out

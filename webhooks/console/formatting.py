@@ -58,6 +58,9 @@ ERROR_CLASSES = {
     "protocol": "the answer was not valid HTTP",
     "auth": "the destination refused the credentials in its URL",
     "refused": "the destination refused the delivery (e.g. the key is not a stream)",
+    "smtp_deferred": "the mail server deferred the email (SMTP 4xx): it is tried again",
+    "smtp_rejected": "the mail server rejected the email for good (SMTP 5xx): not tried again",
+    "config": "the service is not set up for this kind of destination (e.g. no SMTP_URL)",
 }
 
 

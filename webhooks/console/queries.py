@@ -200,8 +200,10 @@ def matching_endpoints(text: str, limit: int = 10) -> list[Endpoint]:
 
 
 def matching_tenants(text: str, limit: int = 10) -> list[Tenant]:
-    """Tenants whose name contains ``text`` (or whose id it is)."""
-    query = Tenant.select().where(Tenant.name.contains(text) | (Tenant.id == text))
+    """Live tenants whose name contains ``text`` (or whose id or uid it is); a deleted one is gone
+    from the console as from the API (the clock purges its rows)."""
+    query = Tenant.select().where(Tenant.deleted_at.is_null()
+                                  & (Tenant.name.contains(text) | (Tenant.id == text) | (Tenant.uid == text)))
     return list(query.order_by(Tenant.name).limit(limit))
 
 

@@ -19,7 +19,7 @@ from webhooks.secrecy import mask
 from webhooks.delivery.claims import Claim, ClaimState
 from webhooks.delivery.classify import Verdict, classify
 from webhooks.delivery.decide import Step, after_attempt
-from webhooks.delivery.lanes import Held, Slot
+from webhooks.delivery.lane import Held, Slot
 from webhooks.delivery.database_work import Stopping
 from webhooks.delivery.destinations import Parcel
 from webhooks.delivery.runtime import Runtime
@@ -71,6 +71,8 @@ class Attempts:
         else:
             message = held.message
             log.info("%s delivery=%s attempt=%d", claim.state.value, message.delivery_id, message.attempt)
+            if claim.fallback_copy is not None:
+                await self._publish_first(claim.fallback_copy)
             held.ack()
 
     def release(self, slot: Slot | None, signal: Signal) -> None:
@@ -114,7 +116,7 @@ class Attempts:
 
         verdict = classify(result.status_code, result.headers, result.error_class, result.error)
         step = after_attempt(message, verdict, claim.prior_status or DeliveryStatus.PENDING, claim.manual_attempts, claim.due_at,
-                             self.ladder, self.topology, started)
+                             self.ladder, self.topology, started, fallback=claim.fallback)
         outcome = Outcome(
             attempt_id=new_id("att"),
             status=step.status,
@@ -124,8 +126,9 @@ class Attempts:
             last_error=None if verdict.delivered else verdict.summary,
             manual_attempts=step.manual_attempts,
             counts_as_failure=counts_towards_offline(result.status_code),
-            disable_reason=verdict.summary if verdict.gone else None,
+            disable_reason=verdict.summary if verdict.gone and not claim.fallback else None,
             exhausted=step.exhausted,
+            fallback=claim.fallback,
             phases=result.phases,
         )
         try:
@@ -143,6 +146,19 @@ class Attempts:
         attempt_spans.recorder.note(held, outcome, step)
         await self._send_on(message, step)
         held.ack()
+
+    async def _publish_first(self, message: DeliveryMessage) -> None:
+        """Publish the first attempt of a delivery written meanwhile (a fallback copy) and mark it;
+        what is not confirmed is the relay's."""
+        if await self.rt.broker.publish(self.topology.primary, *message.encode()):
+            try:
+                await self.rt.db.marks(message)
+            except Exception:  # noqa: BLE001 - a lost mark costs one duplicate from the relay
+                log.warning("outbox mark failed for delivery=%s; the relay will publish it again", message.delivery_id,
+                            exc_info=True)
+        else:
+            log.warning("fallback delivery=%s not confirmed by the broker; the relay will publish it",
+                        message.delivery_id)
 
     async def _send_on(self, message: DeliveryMessage, step: Step) -> None:
         """Publish what follows a recorded attempt: the next attempt, or a copy for the dead-letter queue."""

@@ -8,8 +8,10 @@ Claims come in batches (the engine's group commit). The common case, a ladder at
 for an endpoint that is online, enabled and has no rate limit, is one guarded UPDATE
 for the whole batch, which checks each delivery's endpoint and returns what the attempt
 needs of it: on PostgreSQL a transaction of its own in one round trip. Everything else
-(resends, parking, cancelling, rate limits, duplicates, stale messages) is decided row
-by row, as before, in a transaction after it. How many calls an
+(resends, parking, cancelling, rate limits, duplicates, stale messages, fallback copies:
+``webhooks.ingest.fallback``) is decided row by row, as before, in a transaction after it.
+A delivery that parks there because its endpoint is away makes its fallback copy in the same
+transaction; the claim hands the copy's message over, to be published. How many calls an
 endpoint gets at once is the engine's business (its adaptive windows), not the
 database's.
 """
@@ -22,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Sequence
 
 
+from webhooks.ingest import fallback
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
 from webhooks.storage.db import RELAXED_COMMIT, database, durable_commit, is_postgres, relaxed_commit, retrying, write
@@ -60,6 +63,10 @@ class Claim:
     manual_attempts: int = 0
     #: When the delivery's next ladder attempt was due (a failed resend keeps that date).
     due_at: datetime | None = None
+    #: A fallback delivery: to the endpoint's ``fallback_url``, its outcome not the endpoint's.
+    fallback: bool = False
+    #: PARKED: the first attempt of the fallback copy its parking made, to publish.
+    fallback_copy: DeliveryMessage | None = None
 
 
 def claim(message: DeliveryMessage, lease_seconds: float) -> Claim:
@@ -136,7 +143,8 @@ def _lease_common(messages: list[DeliveryMessage], now: datetime, lease_until: d
     if len(rows[0]) > 5:  # PostgreSQL: the endpoint's ``LEASE_ENDPOINT_COLUMNS`` came back with the lease
         until = Endpoint.previous_secret_until.python_value
         opened = Endpoint.secret.python_value  # the lease returns them sealed, as stored
-        views = {row[4]: EndpointView(row[4], row[5], opened(row[6]), opened(row[7]), until(row[8])) for row in rows}
+        views = {row[4]: EndpointView(row[4], opened(row[5]), opened(row[6]), opened(row[7]), until(row[8]))
+                 for row in rows}
     else:
         views = {e.id: EndpointView.of(e) for e in sqltext.models_in(Endpoint, "id", sorted({row[4] for row in rows}))}
     return {
@@ -162,7 +170,7 @@ def _lease_alone(sql: str, params: list[Any], name: str | None) -> list[tuple[An
 
 
 #: What the row-by-row path reads of each delivery.
-_COLUMNS = ("id", "status", "attempts", "lease_until", "endpoint", "manual_attempts", "next_attempt_at")
+_COLUMNS = ("id", "status", "attempts", "lease_until", "endpoint", "manual_attempts", "next_attempt_at", "fallback")
 
 
 class _Row(NamedTuple):
@@ -172,6 +180,7 @@ class _Row(NamedTuple):
     endpoint: Endpoint
     manual_attempts: int
     next_attempt_at: datetime | None
+    fallback: bool
 
 
 #: The statuses an attempt may act on, by its trigger (resends and recovers: ``MANUAL_STATUSES``).
@@ -190,8 +199,8 @@ def _claim_each(messages: list[DeliveryMessage], now: datetime, lease_until: dat
         # Their token buckets are read and written under the row lock (in id order: no deadlock).
         endpoints = {**endpoints, **{e.id: e for e in sqltext.models_in(Endpoint, "id", limited, lock=True)}}
     rows = {
-        delivery_id: _Row(status, attempts, held, endpoints[endpoint_id], manual, due)
-        for delivery_id, status, attempts, held, endpoint_id, manual, due in sqltext.rows_in(
+        delivery_id: _Row(status, attempts, held, endpoints[endpoint_id], manual, due, bool(copy))
+        for delivery_id, status, attempts, held, endpoint_id, manual, due, copy in sqltext.rows_in(
             Delivery, _COLUMNS, "id", sorted({m.delivery_id for m in messages})
         )
         if endpoint_id in endpoints
@@ -200,8 +209,12 @@ def _claim_each(messages: list[DeliveryMessage], now: datetime, lease_until: dat
     claims = [batch.decide(message) for message in messages]
     if batch.settled:
         durable_commit()
-        for message, status, statuses in batch.settled:
-            _set_status(message, status, statuses)
+        parked = [message for message, status, statuses in batch.settled
+                  if _set_status(message, status, statuses) and status == DeliveryStatus.PARKED
+                  and _misses(rows[message.delivery_id])]
+        copies = fallback.copy_parked(parked, now)
+        claims = [Claim(claim_.state, claim_.prior_status, fallback_copy=copies[message.delivery_id])
+                  if message.delivery_id in copies else claim_ for message, claim_ in zip(messages, claims)]
     if batch.leased:
         taken = _take_leases(batch.leased, lease_until)
         claims = [
@@ -212,6 +225,13 @@ def _claim_each(messages: list[DeliveryMessage], now: datetime, lease_until: dat
     for endpoint_id, tokens in batch.tokens.items():
         Endpoint.update(rate_tokens=tokens, rate_updated_at=now).where(Endpoint.id == endpoint_id).execute()
     return claims
+
+
+def _misses(row: _Row) -> bool:
+    """Whether a delivery that parked is missed by its endpoint, which names a fallback to tell instead."""
+    endpoint = row.endpoint
+    return (not row.fallback and endpoint.fallback_url is not None
+            and fallback.tells_fallback(endpoint.disabled, endpoint.health))
 
 
 def _tokens(endpoint: Endpoint, now: datetime) -> float:
@@ -246,6 +266,8 @@ class _Decisions:
         endpoint = row.endpoint
         if endpoint.deleted_at is not None:
             return self._settle(message, row.status, ClaimState.CANCELLED, DeliveryStatus.CANCELLED, UNFINISHED_STATUSES)
+        if row.fallback:
+            return self._fallback(message, row)
         if message.trigger == "probe" and (endpoint.health != presence.OFFLINE or endpoint.disabled):
             # Back already (the release sends what is parked, in order, one at a time) or
             # disabled by someone meanwhile: a probe is only for an offline endpoint.
@@ -274,6 +296,22 @@ class _Decisions:
         self._decided.add(message.delivery_id)
         return Claim(ClaimState.CLAIMED, row.status, EndpointView.of(endpoint), 0.0, row.manual_attempts, row.next_attempt_at)
 
+    def _fallback(self, message: DeliveryMessage, row: _Row) -> Claim:
+        """A fallback delivery: to the endpoint's ``fallback_url`` whatever the endpoint's state (it never
+        parks; the endpoint's rate limit is its receiver's, not the fallback's). No fallback any more:
+        the copy is cancelled (the endpoint's own delivery still waits for it)."""
+        endpoint = row.endpoint
+        if message.trigger == "probe":
+            return Claim(ClaimState.STALE, row.status)  # a probe is the endpoint's own
+        if endpoint.fallback_url is None:
+            return self._settle(message, row.status, ClaimState.CANCELLED, DeliveryStatus.CANCELLED, UNFINISHED_STATUSES)
+        if row.lease_until is not None and row.lease_until > self.now:
+            return Claim(ClaimState.BUSY, row.status)
+        self.leased.append(message)
+        self._decided.add(message.delivery_id)
+        return Claim(ClaimState.CLAIMED, row.status, EndpointView.fallback_of(endpoint), 0.0, row.manual_attempts,
+                     row.next_attempt_at, fallback=True)
+
     def _settle(self, message: DeliveryMessage, prior: str, state: ClaimState, status: DeliveryStatus,
                 statuses: tuple[str, ...]) -> Claim:
         """Decided without an attempt: the delivery moves to ``status`` if it is still in one of ``statuses``."""
@@ -294,8 +332,9 @@ def _take_leases(messages: list[DeliveryMessage], lease_until: datetime) -> set[
     return {delivery_id for delivery_id, in cursor.fetchall()}
 
 
-def _set_status(message: DeliveryMessage, status: str, statuses: tuple[str, ...]) -> None:
-    (
+def _set_status(message: DeliveryMessage, status: str, statuses: tuple[str, ...]) -> bool:
+    """Move the delivery to ``status`` if it is in one of ``statuses``; whether it moved."""
+    return bool(
         Delivery.update(status=status, next_attempt_at=None, lease_until=None, spilled_at=None, updated_at=utcnow())
         .where((Delivery.id == message.delivery_id) & Delivery.status.in_(statuses))
         .execute()

@@ -2,8 +2,9 @@
 
 Pure rules, no I/O: 2xx is success, and so is no status and no error (a destination
 without HTTP statuses, such as a Redis stream, took the delivery); 3xx is a failure (redirects are not followed);
-410 means the endpoint is gone; 429/502/503/504 with ``Retry-After`` ask us to slow down
-(what each status means is decided in ``http_result``).
+410 means the endpoint is gone; 429/502/503/504 with ``Retry-After`` ask us to slow down;
+an error of ``FINAL_ERROR_CLASSES`` (an SMTP 5xx) is final: no further ladder attempt
+(what each status and class means is decided in ``http_result``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
-from webhooks.delivery.http_result import GONE, SLOW_DOWN_STATUSES, is_redirect, is_success
+from webhooks.delivery.http_result import FINAL_ERROR_CLASSES, GONE, SLOW_DOWN_STATUSES, is_redirect, is_success
 
 #: A receiver answering with this header (value ``disable``) asks to be disabled.
 DISABLE_HEADER = "webhook-delivery"
@@ -32,6 +33,8 @@ class Verdict:
     error_class: str | None = None
     #: One line for the delivery's ``last_error`` and the logs.
     summary: str = ""
+    #: The destination refused for good (``FINAL_ERROR_CLASSES``): the ladder ends with this attempt.
+    final: bool = False
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
@@ -63,7 +66,8 @@ def classify(
     if status_code is None:
         if error_class is None:  # a destination without HTTP statuses (a Redis stream) took it
             return Verdict(True, summary="accepted")
-        return Verdict(False, error_class=error_class or "connection", summary=f"{error_class}: {error}")
+        return Verdict(False, error_class=error_class or "connection", summary=f"{error_class}: {error}",
+                       final=error_class in FINAL_ERROR_CLASSES)
     if headers.get(DISABLE_HEADER, "").strip().lower() == "disable":
         delivered = is_success(status_code)
         summary = f"HTTP {status_code} with {DISABLE_HEADER}: disable: endpoint disabled"

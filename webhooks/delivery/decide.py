@@ -6,8 +6,10 @@ when one of them fails on a delivery that is still retrying, the delivery keeps 
 place (the attempt it was waiting for stays due when it was due, and the tiers after
 it are the ones it would have had), so a person's resend never pushes a delivery
 further down the ladder. A resend of a finished delivery is one attempt, no more; a
-failed resend of a parked delivery leaves it parked. A probe of an offline endpoint is
-outside the ladder too: a failed one parks its delivery, its ladder attempts intact.
+failed resend of a parked delivery leaves it parked. A final refusal (``Verdict.final``,
+an SMTP 5xx) fails a delivery in the ladder at once, as if the ladder had run out. A probe of an offline endpoint is
+outside the ladder too: a failed one parks its delivery, its ladder attempts intact. A
+fallback delivery never parks: a 410 from the fallback fails it.
 """
 
 from __future__ import annotations
@@ -46,12 +48,17 @@ def after_attempt(
     ladder: Ladder,
     topology: Topology,
     started: datetime,
+    fallback: bool = False,
 ) -> Step:
-    """The step after attempt ``message.attempt``, judged ``verdict``, begun at ``started`` (UTC)."""
+    """The step after attempt ``message.attempt``, judged ``verdict``, begun at ``started`` (UTC);
+    ``fallback``: of a fallback delivery (``webhooks.ingest.fallback``)."""
     manual = message.trigger != "ladder"
     manual_attempts = manual_before + (1 if manual else 0)
     if verdict.delivered:
         return Step(DeliveryStatus.DELIVERED, manual_attempts=manual_attempts)
+    if verdict.gone and fallback:
+        # The fallback is gone: nothing to keep its copy for (the endpoint's own delivery waits, parked).
+        return Step(DeliveryStatus.FAILED, manual_attempts=manual_attempts)
     if verdict.gone:
         # Kept for whoever enables the endpoint again: released in order then.
         return Step(DeliveryStatus.PARKED, manual_attempts=manual_attempts)
@@ -66,6 +73,9 @@ def after_attempt(
     if prior_status not in LADDER_STATUSES:
         # A resend of a finished delivery is one attempt, outside the ladder.
         return Step(DeliveryStatus.DELIVERED if prior_status == DeliveryStatus.DELIVERED else DeliveryStatus.FAILED, manual_attempts=manual_attempts)
+    if verdict.final:
+        # Refused for good (e.g. the mailbox does not exist): another attempt cannot help.
+        return Step(DeliveryStatus.FAILED, manual_attempts=manual_attempts, exhausted=True)
     if manual:
         return _keep_place(message, verdict, manual_attempts, due_at, ladder, topology, started)
     tier_ms = ladder.next_delay_ms(message.attempt - manual_before)

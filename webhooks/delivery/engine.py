@@ -39,7 +39,8 @@ from webhooks.delivery.batcher import Batcher
 from webhooks.delivery.broker import MissingQueue, Session, SessionClosed
 from webhooks.delivery.budget import Budget
 from webhooks.delivery.decide import wait_queue_for
-from webhooks.delivery.lanes import CLAIMS_AHEAD, QUICK_BUDGET, Held, Lane, Lanes
+from webhooks.delivery.lane import Held, Lane
+from webhooks.delivery.lanes import CLAIMS_AHEAD, QUICK_BUDGET, Lanes
 from webhooks.delivery.pauses import Backoff
 from webhooks.delivery.receipt import Receipt
 from webhooks.delivery.broker_link import REQUEUE_PAUSE_SECONDS, BrokerLink
@@ -143,6 +144,7 @@ class Engine:
         destinations = Destinations.open(
             timeout=settings.delivery_timeout,
             policy=TargetPolicy.from_strings(settings.allow_private_targets, settings.allowed_target_networks),
+            smtp_url=settings.smtp_url, templates_ttl=settings.event_types_cache,
         )
         lease = settings.delivery_timeout + LEASE_MARGIN_SECONDS
         self.budget = budget = Budget.of(settings.worker_prefetch, open_files_limit())

@@ -30,6 +30,10 @@ TOO_MANY_REQUESTS = 429
 #: The receiver says it has too much (``503`` is also what nginx's ``limit_conn`` and
 #: ``limit_req`` answer): its window halves, down to one.
 OVERLOAD_STATUSES = frozenset({408, TOO_MANY_REQUESTS, 503})
+#: Error classes of a destination that refused a delivery for good (an SMTP 5xx to the message or
+#: its recipients, ``destinations.mailto``): another attempt cannot help, so the delivery fails at
+#: once instead of climbing the ladder.
+FINAL_ERROR_CLASSES = frozenset({"smtp_rejected"})
 #: Statuses whose ``Retry-After`` we honour: the receiver says when to come back, and a message that
 #: comes back early waits again without counting an attempt (``decide``).
 SLOW_DOWN_STATUSES = frozenset({TOO_MANY_REQUESTS, 502, 503, 504})

@@ -6,7 +6,9 @@ attempt (guarded: only if that attempt is still the next one), one multi-row INS
 logs the attempts, and only the endpoints whose presence changes are locked and
 written, so deliveries to one healthy endpoint do not queue on its row. Such an endpoint
 is read once (as it is locked) and written once per batch, whatever the number of its
-attempts in it (``presence.EndpointWrites``).
+attempts in it (``presence.EndpointWrites``). A fallback delivery's outcome is not its
+endpoint's: it changes no presence. A 410 that disables an endpoint with a fallback makes the
+fallback copy of the delivery it parks (``webhooks.ingest.fallback``; the relay publishes it).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import peewee
 
+from webhooks.ingest import fallback
 from webhooks.health import presence
 from webhooks.storage import delivery_sql, sqltext
 from webhooks.storage.db import database, retrying, write
@@ -47,6 +50,8 @@ class Outcome:
     disable_reason: str | None = None
     #: The ladder ran out: raise a ``delivery.exhausted`` alert.
     exhausted: bool = False
+    #: An attempt of a fallback delivery: logged like any, but not its endpoint's presence.
+    fallback: bool = False
     #: The call's timed phases (``HttpResult.phases``), for its span only: never written.
     phases: Mapping[str, float] | None = None
 
@@ -127,7 +132,7 @@ def _lock_touched_endpoints(items: Sequence[tuple[DeliveryMessage, Outcome]], no
         {
             message.endpoint_id
             for message, outcome in items
-            if message.endpoint_id in endpoints
+            if message.endpoint_id in endpoints and not outcome.fallback
             and (outcome.disable_reason or presence.needs_update(endpoints[message.endpoint_id], outcome.status == DeliveryStatus.DELIVERED, now))
         }
     )
@@ -172,6 +177,7 @@ def _attempt_row(message: DeliveryMessage, outcome: Outcome) -> dict[str, Any]:
         "trigger": message.trigger,
         "outcome": outcome.status,
         "next_attempt_at": outcome.next_attempt_at,
+        "fallback": outcome.fallback,
         **outcome.attempt_fields,
     }
 
@@ -183,10 +189,15 @@ def _update_presence(items: Sequence[tuple[DeliveryMessage, Outcome]], locked: d
     writes = {endpoint_id: presence.EndpointWrites(endpoint) for endpoint_id, endpoint in locked.items()}
     for message, outcome in items:
         endpoint_writes = writes.get(message.endpoint_id)
-        if endpoint_writes is not None:
+        if endpoint_writes is not None and not outcome.fallback:
             _apply_outcome(endpoint_writes, message, outcome, offline_after, now)
     for endpoint_writes in writes.values():
         endpoint_writes.flush()
+    # A 410 parked these and disabled their endpoint: what they carry is missed, tell the fallback.
+    fallback.copy_parked([message for message, outcome in items
+                          if outcome.disable_reason and outcome.status == DeliveryStatus.PARKED
+                          and message.endpoint_id in locked and locked[message.endpoint_id].fallback_url is not None],
+                         now)
 
 
 def _apply_outcome(writes: presence.EndpointWrites, message: DeliveryMessage, outcome: Outcome, offline_after: int,

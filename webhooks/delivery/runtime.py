@@ -19,7 +19,8 @@ from webhooks.config import Settings
 from webhooks.delivery.broker_link import BrokerLink
 from webhooks.delivery.database_work import DatabaseWork
 from webhooks.delivery.lag import LoopLag
-from webhooks.delivery.lanes import Held, Lanes
+from webhooks.delivery.lane import Held
+from webhooks.delivery.lanes import Lanes
 from webhooks.delivery.destinations import Destinations
 from webhooks.delivery.tasks import TaskSet
 

@@ -33,7 +33,7 @@ import logging
 from typing import Sequence
 
 from webhooks.delivery import backlog
-from webhooks.delivery.lanes import Held, Lane
+from webhooks.delivery.lane import Held, Lane
 from webhooks.delivery.pauses import sleep_unless_stopping
 from webhooks.delivery.database_work import Stopping
 from webhooks.delivery.runtime import Runtime

@@ -43,7 +43,8 @@ def digest_for(endpoint_id: str | None) -> Digest:
     """Counts by status, the oldest parked delivery's age and recent causes: two GROUP BY queries."""
     if endpoint_id is None:
         return Digest()
-    waiting = (Delivery.endpoint == endpoint_id) & Delivery.status.in_(WAITING_STATUSES)
+    # The endpoint's own deliveries: a fallback copy is news sent elsewhere, not something the endpoint owes.
+    waiting = (Delivery.endpoint == endpoint_id) & Delivery.status.in_(WAITING_STATUSES) & ~Delivery.fallback
     counts: dict[str, int] = {}
     oldest_parked: datetime | None = None
     by_status = cast(

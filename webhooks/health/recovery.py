@@ -4,6 +4,9 @@
   parked deliveries in order, one at a time; ``webhooks.health.releaser`` paces them.
 - ``disable_failing``: an endpoint failing with no success for ``DISABLE_AFTER`` is disabled.
 
+Fallback copies (``webhooks.ingest.fallback``) are no part of any of this: they are never
+parked, and one pending does not hold up the release.
+
 A released delivery is marked ``pending`` with an empty outbox mark by the same
 statement (or transaction) that checks that the endpoint is recovering, has nothing
 pending and nothing parked older: a crash before the publish leaves it to the relay,
@@ -39,7 +42,9 @@ def live_endpoints(health: str) -> list[str]:
 
 def _has_pending(endpoint_id: str) -> bool:
     """A released delivery has not been attempted yet: the next waits for it (arrival order)."""
-    return Delivery.select().where((Delivery.endpoint == endpoint_id) & (Delivery.status == DeliveryStatus.PENDING)).exists()
+    return Delivery.select().where(
+        (Delivery.endpoint == endpoint_id) & (Delivery.status == DeliveryStatus.PENDING) & ~Delivery.fallback
+    ).exists()
 
 
 def oldest_parked(endpoint_id: str) -> Delivery | None:
@@ -58,7 +63,7 @@ def oldest_of(endpoint_id: str, statuses: Iterable[str]) -> Delivery | None:
     for status in statuses:
         row = (
             Delivery.select()
-            .where((Delivery.endpoint == endpoint_id) & (Delivery.status == status))
+            .where((Delivery.endpoint == endpoint_id) & (Delivery.status == status) & ~Delivery.fallback)
             .order_by(Delivery.created_at, Delivery.id)
             .first()
         )
@@ -137,7 +142,8 @@ def unpark_if_next(candidate: Delivery) -> bool:
             & (Delivery.status == DeliveryStatus.PARKED)
             & (Delivery.attempts == candidate.attempts)
             & ~fn.EXISTS(
-                pending.select(pending.id).where((pending.endpoint == endpoint_id) & (pending.status == DeliveryStatus.PENDING))
+                pending.select(pending.id).where((pending.endpoint == endpoint_id)
+                                                 & (pending.status == DeliveryStatus.PENDING) & ~pending.fallback)
             )
             & ~fn.EXISTS(
                 older.select(older.id).where(

@@ -53,14 +53,15 @@ PENDING_QUERY_CHUNK = 500
 
 
 def _with_pending(endpoint_ids: Iterable[str]) -> set[str]:
-    """Which of ``endpoint_ids`` have a delivery ``pending`` (one indexed read a chunk, no lock)."""
+    """Which of ``endpoint_ids`` have a delivery ``pending`` (one indexed read a chunk, no lock); a fallback
+    copy does not count (``webhooks.ingest.fallback``)."""
     ids = list(endpoint_ids)
     busy: set[str] = set()
     for start in range(0, len(ids), PENDING_QUERY_CHUNK):
         chunk = ids[start : start + PENDING_QUERY_CHUNK]
         query = (
             Delivery.select(Delivery.endpoint)
-            .where(Delivery.endpoint.in_(chunk) & (Delivery.status == DeliveryStatus.PENDING))
+            .where(Delivery.endpoint.in_(chunk) & (Delivery.status == DeliveryStatus.PENDING) & ~Delivery.fallback)
             .distinct()
         )
         busy.update(endpoint_id for (endpoint_id,) in query.tuples())

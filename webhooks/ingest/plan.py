@@ -1,7 +1,8 @@
 """What one ingest transaction writes: the rows of its events, their keys and their deliveries.
 
 ``plan_rows`` routes each new event to the tenant's live endpoints (a delivery per
-subscribed endpoint, parked when the endpoint is away) and gives every row its id; the
+subscribed endpoint, parked when the endpoint is away, and then a fallback copy too when it
+names a fallback: ``webhooks.ingest.fallback``) and gives every row its id; the
 seqs come from the tenant row (``Plan.number``). ``Plan.statements`` turns the rows into
 the multi-row inserts of ``storage/ingest_sql``, one table at a time, and
 ``Plan.write_statement`` into PostgreSQL's single statement that also takes the seqs.
@@ -16,6 +17,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
 from webhooks.catalog.filters import Filter, FilterIndex, compiled, event_view
+from webhooks.ingest.fallback import new_copy, tells_fallback
 from webhooks.event_types import wants
 from webhooks.observability.tracing import current_traceparent
 from webhooks.storage.ids import new_ids
@@ -73,8 +75,9 @@ _PAYLOAD = Event._meta.fields["payload"]
 #: PostgreSQL's write of a single event is prepared when it makes up to this many deliveries.
 MAX_PREPARED_DELIVERIES = 32
 
-#: A live endpoint as routing needs it: id, subscribed types, disabled, health, compiled filter (or None).
-Route = tuple[str, list[str], Any, str, Filter | None]
+#: A live endpoint as routing needs it: id, subscribed types, disabled, health, compiled filter (or None),
+#: whether it names a fallback.
+Route = tuple[str, list[str], Any, str, Filter | None, bool]
 
 
 def instance_of(model: type[BaseModel], data: dict[str, Any]) -> Any:
@@ -85,9 +88,9 @@ def instance_of(model: type[BaseModel], data: dict[str, Any]) -> Any:
 
 
 def routes_of(rows: Iterable[Sequence[Any]]) -> list[Route]:
-    """Endpoint rows ``(id, event_types JSON, disabled, health, filter JSON)``, their types parsed once per
-    batch, their filters compiled once per process (``filters.compiled``)."""
-    return [(row[0], json.loads(row[1]), row[2], row[3], compiled(row[4])) for row in rows]
+    """Endpoint rows ``(id, event_types JSON, disabled, health, filter JSON, has fallback)``, their types parsed
+    once per batch, their filters compiled once per process (``filters.compiled``)."""
+    return [(row[0], json.loads(row[1]), row[2], row[3], compiled(row[4]), bool(row[5])) for row in rows]
 
 
 @dataclass
@@ -161,16 +164,19 @@ def plan_rows(tenant_id: str, items: Sequence[NewEvent], digests: Sequence[str |
             plan.keys.append([tenant_id, item.key, event_id, digest, now])
         receivers.append(_receivers(routes, item, event_id, time, index, exclude_endpoint))
     # Ids for the deliveries made, not for every endpoint of every event (a filter that matches nothing costs none).
-    delivery_ids = iter(new_ids("dlv", sum(len(group) for group in receivers)))
+    copies = sum(1 for group in receivers for route in group if route[5] and tells_fallback(route[2], route[3]))
+    delivery_ids = iter(new_ids("dlv", sum(len(group) for group in receivers) + copies))
     for event_id, group in zip(event_ids, receivers):
         deliveries = []
-        for endpoint_id, _, disabled, health, _ in group:
+        for endpoint_id, _, disabled, health, _, has_fallback in group:
             parked = parks_as(disabled, health)
             deliveries.append({
                 "id": next(delivery_ids), "tenant": tenant_id, "event": event_id, "endpoint": endpoint_id,
                 "status": DeliveryStatus.PARKED if parked else DeliveryStatus.PENDING, "attempts": 0,
-                "next_attempt_at": None if parked else now, "created_at": now, "updated_at": now,
+                "next_attempt_at": None if parked else now, "created_at": now, "updated_at": now, "fallback": False,
             })
+            if has_fallback and tells_fallback(disabled, health):  # missed: told to the fallback meanwhile
+                deliveries.append(new_copy(next(delivery_ids), tenant_id, event_id, endpoint_id, now))
         deliveries.sort(key=lambda d: d["id"])  # as a replay and GET /v1/events/<id> list them
         plan.deliveries.append(deliveries)
     return plan

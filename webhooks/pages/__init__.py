@@ -5,8 +5,9 @@ hooks, helpers, error pages; the layout, macros and stylesheet in ``templates/``
 ``headers`` (Content-Security-Policy and the other security headers, for pages and for the rest
 of the service), ``sessions`` and ``models`` (server-side sessions), ``csrf``, ``proxy`` (the
 client's address and scheme behind a trusted proxy), ``errors`` (errors in words, refusing NUL
-and unsafe redirects) and ``text`` (times, durations, JSON for people); ``templates/pages/catalog.html``
-shows the event-type catalog (``webhooks.catalog``).
+and unsafe redirects) and ``text`` (times, durations, JSON for people); ``catalog`` and
+``templates/pages/catalog.html`` list the event-type catalog (``webhooks.catalog``) by group, each
+type's schema as a table of its fields (the ``schema_fields`` macro), its examples as JSON.
 
 May import: ``storage``, ``catalog`` (what its pages show) and the shared modules at the top; not the faces (api, console, portal).
 """

@@ -1,10 +1,20 @@
 """How to verify an endpoint's signatures with the official Standard Webhooks libraries: one
 snippet per language, each reading the secret from ``WEBHOOK_SECRET`` (the portal never puts a
-secret into a snippet) and verifying the raw body with the request's headers."""
+secret into a snippet) and verifying the raw body with the request's headers.
+
+A destination that is not an HTTP receiver carries the same three values elsewhere: a RabbitMQ
+message as AMQP headers, a Redis stream entry as fields (``webhooks.delivery.destinations``);
+``guides_for`` picks the guide of each kind an endpoint's URLs name (its ``url``, its
+``fallback_url``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from webhooks.delivery.destinations.base import scheme_of
 
 
 @dataclass(frozen=True)
@@ -108,3 +118,88 @@ try {
 }
 """),
 )
+
+
+@dataclass(frozen=True)
+class Guide:
+    """How to verify what one kind of destination receives."""
+
+    title: str
+    intro: Markup
+    snippets: tuple[Snippet, ...]
+
+
+HTTP_GUIDE = Guide("An HTTP receiver", Markup(
+    'Each request carries the headers <code>webhook-id</code>, <code>webhook-timestamp</code> and '
+    '<code>webhook-signature</code> (<a href="https://www.standardwebhooks.com/">Standard Webhooks</a>). Verify '
+    'them with the official library for your language, on the raw body, before you parse it. Start your receiver '
+    'with the secret in <code>WEBHOOK_SECRET</code>.'), SNIPPETS)
+
+AMQP_GUIDE = Guide("A RabbitMQ exchange", Markup(
+    'Each message carries the AMQP headers <code>webhook-id</code>, <code>webhook-timestamp</code> and '
+    '<code>webhook-signature</code> (<a href="https://www.standardwebhooks.com/">Standard Webhooks</a>), its body is '
+    'the exact bytes signed, and its <code>message_id</code> is the event id (drop a message whose id you have '
+    'seen: a message may come twice). Verify the body with the headers, as an HTTP receiver would, with the '
+    'secret in <code>WEBHOOK_SECRET</code>.'), (Snippet("Python", "pip install standardwebhooks pika", """\
+import os
+import pika
+from standardwebhooks import Webhook, WebhookVerificationError
+
+webhook = Webhook(os.environ["WEBHOOK_SECRET"])  # whsec_…
+
+def handle(channel, method, properties, body: bytes):
+    headers = {name: str(value) for name, value in (properties.headers or {}).items()}
+    try:
+        event = webhook.verify(body, headers)  # webhook-id, webhook-timestamp, webhook-signature
+    except WebhookVerificationError:
+        channel.basic_reject(method.delivery_tag, requeue=False)
+        return
+    print(event["type"], event["data"])
+    channel.basic_ack(method.delivery_tag)
+
+connection = pika.BlockingConnection(pika.URLParameters(os.environ["AMQP_URL"]))
+channel = connection.channel()
+channel.basic_consume("your-queue", handle)
+channel.start_consuming()
+"""),))
+
+REDIS_GUIDE = Guide("A Redis stream", Markup(
+    'Each stream entry has the fields <code>id</code> (the event id), <code>type</code>, <code>timestamp</code>, '
+    '<code>signature</code> and <code>body</code> (the exact bytes signed). Verify it as an HTTP request whose '
+    'headers <code>webhook-id</code>, <code>webhook-timestamp</code> and <code>webhook-signature</code> are '
+    '<code>id</code>, <code>timestamp</code> and <code>signature</code> (<a href="https://www.standardwebhooks.com/">'
+    'Standard Webhooks</a>), with the secret in <code>WEBHOOK_SECRET</code>; drop an entry whose id you have seen.'),
+    (Snippet("Python", "pip install standardwebhooks redis", """\
+import os
+import redis
+from standardwebhooks import Webhook, WebhookVerificationError
+
+webhook = Webhook(os.environ["WEBHOOK_SECRET"])  # whsec_…
+stream = redis.Redis.from_url(os.environ["REDIS_URL"])
+
+last = "0"
+while True:
+    for _, entries in stream.xread({"your-stream": last}, block=5000) or []:
+        for last, fields in entries:
+            headers = {"webhook-id": fields[b"id"].decode(), "webhook-timestamp": fields[b"timestamp"].decode(),
+                       "webhook-signature": fields[b"signature"].decode()}
+            try:
+                event = webhook.verify(fields[b"body"], headers)
+            except WebhookVerificationError:
+                continue
+            print(event["type"], event["data"])
+"""),))
+
+#: The guide of each scheme (a kind with nothing to verify has none).
+GUIDES = {"http": HTTP_GUIDE, "https": HTTP_GUIDE, "amqp": AMQP_GUIDE, "amqps": AMQP_GUIDE, "redis": REDIS_GUIDE,
+          "rediss": REDIS_GUIDE}
+
+
+def guides_for(*urls: str | None) -> list[Guide]:
+    """The guides for what ``urls`` (an endpoint's ``url``, then its ``fallback_url``) receive, each kind once."""
+    guides: list[Guide] = []
+    for url in urls:
+        guide = GUIDES.get(scheme_of(url)) if url else None
+        if guide is not None and guide not in guides:
+            guides.append(guide)
+    return guides

@@ -38,6 +38,7 @@ from functools import partial
 from typing import Any, Callable, Iterable
 
 from gunicorn import http
+from gunicorn.workers.base import Worker
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from webhooks import metrics
@@ -304,6 +305,15 @@ class BufferingWorker(ThreadWorker):
         conn.drained += len(data)
         if not data or conn.drained >= LINGER_BYTES:
             self._close(conn)
+
+    def handle_quit(self, sig: int, frame: Any) -> None:
+        """SIGQUIT or SIGINT (a quick stop): gunicorn's base worker's, which exits at once. gthread's
+        first calls ``tpool.shutdown``, which takes the pool's lock, from the signal handler: when the
+        signal lands while the loop is inside ``tpool.submit`` (which holds that lock while it hands a
+        request to a thread, and that thread may already have answered), the worker deadlocks until
+        the arbiter kills it ``graceful_timeout`` later. Exiting needs no shutdown: idle threads end
+        at the interpreter's exit, as they would after it."""
+        Worker.handle_quit(self, sig, frame)
 
     # -- in a thread -------------------------------------------------------------------------
 

@@ -42,7 +42,8 @@ def in_lock_order(rows: Sequence[_Row]) -> list[_Row]:
 _WAITING = "({delivery}.status IN ('pending', 'retrying')) IS TRUE"
 
 #: The lease of the common case, returning what the attempt needs to know: a ladder attempt
-#: still the next one, not leased, to an endpoint that is live, enabled, online and not rate
+#: (not a fallback copy's: ``webhooks.ingest.fallback``) still the next one, not leased, to an endpoint
+#: that is live, enabled, online and not rate
 #: limited (every other case is decided row by row: ``webhooks.delivery.claims``). The
 #: endpoint is read by correlated subqueries, not joined: a join lets the planner start from
 #: the endpoint and walk all its deliveries (it did, on a freshly loaded table without
@@ -50,7 +51,7 @@ _WAITING = "({delivery}.status IN ('pending', 'retrying')) IS TRUE"
 _LEASE = (
     "{values} UPDATE {delivery} SET lease_until = {p} FROM v "
     "WHERE {delivery}.id = v.id AND {delivery}.attempts = v.attempts "
-    "AND {waiting} "
+    "AND {waiting} AND NOT {delivery}.fallback "
     "AND ({delivery}.lease_until IS NULL OR {delivery}.lease_until < {p}) "
     "AND (SELECT e.deleted_at IS NULL AND NOT e.disabled AND e.health = '{online}' AND COALESCE(e.rate_limit, 0) = 0 "
     "FROM {endpoint} e WHERE e.id = {delivery}.endpoint_id){lock} "
@@ -59,7 +60,8 @@ _LEASE = (
 )
 
 #: What the attempt needs of its endpoint (``EndpointView``), returned by the lease on
-#: PostgreSQL; on SQLite it is read after the lease, in the same transaction.
+#: PostgreSQL (as stored: the URL and secrets sealed); on SQLite it is read after the lease,
+#: in the same transaction.
 LEASE_ENDPOINT_COLUMNS = ("url", "secret", "previous_secret", "previous_secret_until")
 
 #: The columns a delivery moves to after its attempt, and their types on PostgreSQL.

@@ -21,7 +21,7 @@ INSERT_CHUNK = 500
 EVENT_FIELDS = ("id", "tenant", "seq", "event_type", "payload", "created_at", "traceparent", "test")
 KEY_FIELDS = ("tenant", "key", "event", "request_hash", "created_at")
 DELIVERY_FIELDS = ("id", "tenant", "event", "endpoint", "status", "attempts", "next_attempt_at", "created_at",
-                   "updated_at")
+                   "updated_at", "fallback")
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,8 @@ def bump_params(dialect: Dialect, tenant_id: str, rate_limit: float | None, now:
 @lru_cache(maxsize=None)
 def endpoints_sql(dialect: Dialect) -> str:
     """The tenant's live endpoints that take messages without channels (all events), as much as routing
-    needs. Parameter: tenant id."""
-    return (f'SELECT "id", "event_types", "disabled", "health", "filter" FROM {table(Endpoint)} '
+    needs (whether each names a fallback too). Parameter: tenant id."""
+    return (f'SELECT "id", "event_types", "disabled", "health", "filter", "fallback_url" IS NOT NULL FROM {table(Endpoint)} '
             f'WHERE "tenant_id" = {dialect.param} AND "deleted_at" IS NULL AND "channels" IS NULL ORDER BY "id"')
 
 
@@ -95,13 +95,14 @@ def postgres_read_sql(with_keys: bool) -> str:
     file, and the tenant's live endpoints without channels (as ``endpoints_sql``). Nothing is locked.
 
     One row per live endpoint (one row of NULL endpoint columns when there is none):
-    ``any_key_seen, id, event_types, disabled, health, filter``. Parameters: [tenant id, the keys
+    ``any_key_seen, id, event_types, disabled, health, filter, has_fallback``. Parameters: [tenant id, the keys
     as one array,] tenant id.
     """
     key_seen = (f'EXISTS (SELECT 1 FROM {table(IdempotencyKey)} WHERE "tenant_id" = %s AND "key" = ANY(%s))'
                 if with_keys else "FALSE")
     return (
-        f'SELECT {key_seen}, e."id", e."event_types", e."disabled", e."health", e."filter" '
+        f'SELECT {key_seen}, e."id", e."event_types", e."disabled", e."health", e."filter", '
+        f'e."fallback_url" IS NOT NULL '
         f'FROM (SELECT 1) AS "one" LEFT JOIN {table(Endpoint)} e ON e."tenant_id" = %s AND e."deleted_at" IS NULL '
         f'AND e."channels" IS NULL ORDER BY e."id"'
     )

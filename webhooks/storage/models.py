@@ -2,7 +2,8 @@
 
 The database is the source of truth for delivery state; RabbitMQ only moves work.
 Timestamps are naive UTC. JSON columns hold text so SQLite and PostgreSQL agree. Secrets are
-sealed (``SealedField``, ``webhooks.sealing``).
+sealed (``SealedField``, ``webhooks.sealing``), and so are destination URLs that carry a password
+(``SealedUrlField``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import peewee
 
 from webhooks import sealing
+from webhooks.secrecy import has_password
 from webhooks.storage.db import database
 from webhooks.storage.payload_json import payload_json
 from webhooks.storage.timeutil import utcnow
@@ -60,6 +62,19 @@ class SealedField(peewee.TextField):
 
     def python_value(self, value: str | None) -> str | None:
         return None if value is None else sealing.keyring().open(value)
+
+
+class SealedUrlField(SealedField):
+    """A destination URL: sealed when it carries a password (``amqp://user:pass@…``), in the clear
+    otherwise (so support staff can still search endpoints by URL), read back whole either way.
+
+    Migration 0027 sealed the URLs stored before; ``flask secrets rotate-key`` reseals them.
+    """
+
+    def db_value(self, value: Any) -> str | None:
+        if isinstance(value, str) and not value.startswith(sealing.PREFIX) and not has_password(value):
+            return value
+        return super().db_value(value)
 
 
 class BaseModel(peewee.Model):
@@ -116,7 +131,10 @@ class ApiKey(BaseModel):
 class Endpoint(BaseModel):
     id = peewee.CharField(primary_key=True, max_length=40)
     tenant = peewee.ForeignKeyField(Tenant, backref="endpoints", on_delete="CASCADE")
-    url = peewee.TextField()
+    #: Where events go (its scheme names the kind of destination); sealed if it holds a password.
+    url = SealedUrlField()
+    #: Where each event goes as well while the endpoint is offline or disabled (any kind; migration 0026).
+    fallback_url = SealedUrlField(null=True)
     description = peewee.TextField(default="")
     #: The owner's own id for it (the Svix API's endpoint ``uid``), unique among the tenant's live endpoints.
     uid = peewee.CharField(max_length=64, null=True)
@@ -235,6 +253,9 @@ class Delivery(BaseModel):
     created_at = peewee.DateTimeField(default=utcnow)
     updated_at = peewee.DateTimeField(default=utcnow)
     delivered_at = peewee.DateTimeField(null=True)
+    #: A copy of the event for the endpoint's ``fallback_url``, made because the endpoint was
+    #: offline or disabled (``webhooks.ingest.fallback``): at most one per event and endpoint.
+    fallback = peewee.BooleanField(default=False)
 
     class Meta:
         indexes = (
@@ -268,6 +289,8 @@ class Attempt(BaseModel):
     error = peewee.TextField(null=True)
     outcome = peewee.CharField(max_length=16)
     next_attempt_at = peewee.DateTimeField(null=True)
+    #: An attempt of a fallback delivery (to the endpoint's ``fallback_url``).
+    fallback = peewee.BooleanField(default=False)
 
     class Meta:
         indexes = (
@@ -384,6 +407,10 @@ class EventType(BaseModel):
     version = peewee.IntegerField(default=1)
     created_at = peewee.DateTimeField(default=utcnow)
     updated_at = peewee.DateTimeField(default=utcnow)
+    #: Jinja templates of the emails ``mailto:`` endpoints get (``catalog.mail_templates``); None: the default.
+    email_subject = peewee.TextField(null=True)
+    email_text = peewee.TextField(null=True)
+    email_html = peewee.TextField(null=True)
 
     class Meta:
         indexes = ((("group_name", "name"), False),)

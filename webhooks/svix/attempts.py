@@ -76,7 +76,7 @@ def resend(app_id: str, msg_id: str, endpoint_id: str) -> tuple[dict[str, Any], 
     """A fresh attempt of the message at the endpoint now, outside the ladder (``actions.resend``)."""
     endpoint: Endpoint = endpoint_for(app_id, endpoint_id)
     event = message_for(g.tenant, msg_id)
-    delivery = Delivery.get_or_none((Delivery.event == event.id) & (Delivery.endpoint == endpoint.id))
+    delivery = Delivery.get_or_none((Delivery.event == event.id) & (Delivery.endpoint == endpoint.id) & ~Delivery.fallback)
     if delivery is None:
         wire.fail(404, "the message was not sent to this endpoint (it did not subscribe to its type)")
     try:

@@ -16,6 +16,7 @@ from webhooks import actions
 from webhooks.api.common import api_requester
 from webhooks.api.schemas import EndpointCreateSchema, EndpointUpdateSchema, RecoverSchema, SecretRotateSchema
 from webhooks.delivery.signing import shared_secret
+from webhooks.secrecy import mask
 from webhooks.storage import db
 from webhooks.storage.models import Endpoint, Tenant
 from webhooks.storage.timeutil import utcnow
@@ -45,7 +46,7 @@ blp = Blueprint("svix_endpoints", __name__)
 def show(endpoint: Endpoint) -> dict[str, Any]:
     """An endpoint as a Svix ``EndpointOut`` (``filterTypes``/``rateLimit`` for older SDKs too)."""
     types = list(endpoint.event_types) or None
-    return {"id": endpoint.id, "uid": endpoint.uid, "url": endpoint.url, "description": endpoint.description,
+    return {"id": endpoint.id, "uid": endpoint.uid, "url": mask(endpoint.url), "description": endpoint.description,
             "metadata": endpoint.metadata or {}, "disabled": endpoint.disabled, "eventTypes": types,
             "filterTypes": types, "channels": endpoint.channels, "throttleRate": endpoint.rate_limit,
             "rateLimit": endpoint.rate_limit, "version": 1, "createdAt": wire.timestamp(endpoint.created_at),
@@ -106,10 +107,9 @@ def _channels(value: Any) -> list[str] | None:
 
 def _check(tenant: Tenant, fields: dict[str, Any], uid: str | None, but: str | None = None) -> None:
     """422 when the URL may not be called (our SSRF rules), 409 when another live endpoint has ``uid``."""
-    if "url" in fields:
-        problem = actions.target_problem(fields["url"], current_app.extensions["webhooks.settings"])
-        if problem:
-            wire.invalid(["body", "url"], problem)
+    stored = Endpoint.get_by_id(but) if but is not None else None  # a masked URL sent back keeps its password
+    for name, problem in actions.check_destinations(fields, stored, current_app.extensions["webhooks.settings"]).items():
+        wire.invalid(["body", name], problem)
     if uid is not None:
         taken = Endpoint.get_or_none((Endpoint.tenant == tenant.id) & (Endpoint.uid == uid)
                                      & Endpoint.deleted_at.is_null())
@@ -186,7 +186,7 @@ def patch_endpoint(app_id: str, endpoint_id: str) -> dict[str, Any]:
     endpoint = endpoint_for(app_id, endpoint_id)
     fields, extra = _fields(wire.body())
     changes = wire.load(UPDATE, fields, partial=True)
-    _check(g.tenant, changes if changes.get("url") != endpoint.url else {}, extra.get("uid"), but=endpoint.id)
+    _check(g.tenant, changes, extra.get("uid"), but=endpoint.id)
     changes.update({name: extra[name] for name in ("uid", "channels") if name in extra})
     return show(_apply(endpoint, changes, extra))
 

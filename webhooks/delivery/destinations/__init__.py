@@ -5,7 +5,8 @@ by scheme and checks a URL where it is registered (its pattern, its host through
 guard); ``router.Destinations`` is what the engine calls. One module per kind: ``http``
 (``http://``, ``https://``, through ``sender``), ``rabbitmq`` (``amqp://``, ``amqps://``: a
 confirmed publish to an exchange), ``redis_streams`` (``redis://``, ``rediss://``: XADD to a
-stream); ``kept`` holds their connections per destination and closes idle ones.
+stream), ``mailto`` (``mailto:``: an email through the operator's ``SMTP_URL``, composed by
+``mail_message``); ``kept`` holds their connections per destination and closes idle ones.
 """
 
 from webhooks.delivery.destinations.base import Destination, Kind, Parcel

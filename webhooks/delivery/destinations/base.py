@@ -4,7 +4,8 @@ An endpoint's ``url`` names its destination; the scheme picks the kind (``http``
 an HTTP receiver; more kinds in this package). A kind is two things:
 
 - a ``Kind``: how a URL of its schemes is checked where it is registered (its pattern for the
-  API and the OpenAPI document, and ``split``, which names the host the SSRF guard checks);
+  API and the OpenAPI document, and ``split``, which names the host the SSRF guard checks; a
+  kind that connects to no host the URL names, such as ``mailto:``, says so with ``reaches_host``);
 - a ``Destination``: what the engine calls to deliver one signed ``Parcel`` to a URL of its
   schemes. It never raises for a problem of the destination (down, refused, timed out): it
   answers an ``HttpResult`` like the HTTP receiver's, which the ladder, the window and the
@@ -47,6 +48,9 @@ class Kind:
     pattern: str
     #: ``(scheme, host, port)`` of a URL of this kind, or ValueError naming what is wrong with it.
     split: Callable[[str], tuple[str, str, int]]
+    #: The service connects to the host the URL names (so the SSRF guard checks it). False for
+    #: ``mailto:``: an address's domain is never connected to, the operator's SMTP server carries it.
+    reaches_host: bool = True
 
 
 class Destination(Protocol):

@@ -2,17 +2,18 @@
 
 The API and the portal accept a URL only when its scheme names a kind listed here
 (``split_target``, ``URL_PATTERN``); ``check_target`` adds the SSRF rule for its host
-(``netguard.check_host``), the same for every kind.
+(``netguard.check_host``), the same for every kind that connects to the host its URL names
+(``mailto:`` names none: its mail goes to the operator's ``SMTP_URL``).
 """
 
 from __future__ import annotations
 
-from webhooks.delivery.destinations import http, rabbitmq, redis_streams
+from webhooks.delivery.destinations import http, mailto, rabbitmq, redis_streams
 from webhooks.delivery.destinations.base import Kind, scheme_of
 from webhooks.delivery.netguard import Resolver, TargetPolicy, check_host
 
 #: Every kind, in the order the docs name them.
-KINDS: tuple[Kind, ...] = (http.KIND, rabbitmq.KIND, redis_streams.KIND)
+KINDS: tuple[Kind, ...] = (http.KIND, rabbitmq.KIND, redis_streams.KIND, mailto.KIND)
 #: The kind of each scheme.
 BY_SCHEME: dict[str, Kind] = {scheme: kind for kind in KINDS for scheme in kind.schemes}
 #: Every URL the API accepts for an endpoint: any kind's pattern.
@@ -44,5 +45,7 @@ def check_target(url: str, policy: TargetPolicy, resolver: Resolver | None = Non
     Raises ValueError (malformed, unknown scheme), UnresolvableHost or BlockedAddress, as
     ``netguard.check_url`` does for HTTP.
     """
-    _, host, port = split_target(url)
-    check_host(host, port, policy, resolver)
+    kind = kind_of(url)
+    _, host, port = kind.split(url)
+    if kind.reaches_host:
+        check_host(host, port, policy, resolver)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from webhooks.delivery.destinations.base import Destination, Parcel, failure, scheme_of
 from webhooks.delivery.destinations.http import HttpDestination
+from webhooks.delivery.destinations.mailto import CatalogTemplates, Email
 from webhooks.delivery.destinations.rabbitmq import RabbitMQ
 from webhooks.delivery.destinations.redis_streams import RedisStreams
 from webhooks.delivery.http_result import HttpResult
@@ -20,11 +21,15 @@ class Destinations:
         self._all = destinations
 
     @classmethod
-    def open(cls, *, timeout: float, policy: TargetPolicy, resolver: Resolver | None = None) -> Destinations:
-        """Every kind there is, each with one deadline of ``timeout`` seconds per delivery and the SSRF ``policy``."""
+    def open(cls, *, timeout: float, policy: TargetPolicy, resolver: Resolver | None = None,
+             smtp_url: str | None = None, templates_ttl: float = 5.0) -> Destinations:
+        """Every kind there is, each with one deadline of ``timeout`` seconds per delivery and the SSRF ``policy``;
+        email goes through ``smtp_url`` (the operator's server) with the catalog's templates, read again
+        every ``templates_ttl`` seconds."""
         return cls([HttpDestination(timeout=timeout, policy=policy, resolver=resolver),
                     RabbitMQ(timeout=timeout, policy=policy, resolver=resolver),
-                    RedisStreams(timeout=timeout, policy=policy, resolver=resolver)])
+                    RedisStreams(timeout=timeout, policy=policy, resolver=resolver),
+                    Email(timeout=timeout, smtp_url=smtp_url, templates=CatalogTemplates(templates_ttl))])
 
     async def deliver(self, url: str, parcel: Parcel) -> HttpResult:
         """Deliver ``parcel`` to ``url`` through its kind; a URL of no kind fails as a ``protocol`` error."""

@@ -1,5 +1,5 @@
 """The portal's pages, one module per kind of page; importing them registers their routes."""
 
-from webhooks.portal.views import access_link, endpoint_actions, endpoints, events
+from webhooks.portal.views import access_link, catalog, endpoint_actions, endpoints, events, tryouts
 
-__all__ = ["access_link", "endpoint_actions", "endpoints", "events"]
+__all__ = ["access_link", "catalog", "endpoint_actions", "endpoints", "events", "tryouts"]

@@ -47,7 +47,7 @@ def endpoint_delete(endpoint_id: str) -> Response | str:
             cancel=url_for("portal.endpoint", endpoint_id=endpoint.id),
         )
     return perform("delete", "endpoint", endpoint.id, lambda: actions.delete_endpoint(endpoint),
-                   lambda _: f"Endpoint {endpoint.url} deleted.", url_for("portal.endpoints"), actor=visitor().actor)
+                   lambda _: f"Endpoint {mask(endpoint.url)} deleted.", url_for("portal.endpoints"), actor=visitor().actor)
 
 
 @bp.get("/endpoints/<endpoint_id>/secret")

@@ -1,5 +1,6 @@
 """Endpoint pages of the portal: the list with each endpoint's health, an endpoint's page (health,
-recent attempts, how to verify), and the form that registers or edits one."""
+the types it receives with their examples, its filter, recent attempts, how to verify), and the
+form that registers or edits one (types picked from the catalog, the filter as JSON)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from webhooks.portal import forms
 from webhooks.portal.auth import owned_or_404, record, requires, visitor
 from webhooks.portal.blueprint import bp
 from webhooks.portal.capabilities import MANAGE_ENDPOINTS
-from webhooks.portal.snippets import SNIPPETS
+from webhooks.portal.snippets import guides_for
+from webhooks.portal.tryouts import filter_text, received_types
 from webhooks.storage.models import Attempt, Endpoint
 from webhooks.storage.timeutil import isoformat
 
@@ -47,6 +49,12 @@ def health_rows(endpoints: list[Endpoint]) -> list[dict[str, Any]]:
     return rows
 
 
+def _check_destinations(values: dict[str, Any], endpoint: Endpoint | None, errors: Any) -> None:
+    """``actions.check_destinations`` on the form's URLs, its problems as the form words them."""
+    for name, problem in actions.check_destinations(values, endpoint, current_app.extensions["webhooks.settings"]).items():
+        errors[name] = f"{forms.LABELS[name]}: {problem}"
+
+
 @bp.get("/")
 def endpoints() -> str:
     """The tenant's endpoints, newest first, each with its health."""
@@ -60,12 +68,16 @@ def endpoint(endpoint_id: str) -> str:
     row = live_endpoint(endpoint_id)
     attempts = list(Attempt.select().where(Attempt.endpoint == row.id).order_by(Attempt.id.desc()).limit(RECENT_ATTEMPTS))
     return render_template("portal/endpoint.html", row=health_rows([row])[0], endpoint=row, attempts=attempts,
-                           snippets=SNIPPETS, recover_default=isoformat(g.now - timedelta(hours=24)))
+                           guides=guides_for(row.url, row.fallback_url), recover_default=isoformat(g.now - timedelta(hours=24)),
+                           received=received_types(row, forms.catalog_entries()))
 
 
 def _form_page(endpoint: Endpoint | None, values: dict[str, Any], errors: Any, status: int = 200) -> tuple[str, int]:
+    """The form with ``values``; the filter as typed when it was posted, else the endpoint's as JSON."""
+    typed = request.form.get("filter") if request.method == "POST" else None
     return render_template("portal/endpoint_form.html", endpoint=endpoint, values=values, errors=errors,
-                           fields=forms.FIELDS, types=forms.types_sent(visitor().tenant.id)), status
+                           fields=forms.FIELDS, choices=forms.type_choices(visitor().tenant.id),
+                           filter_text=typed if typed is not None else filter_text(values.get("filter"))), status
 
 
 @bp.route("/endpoints/new", methods=["GET", "POST"])
@@ -77,9 +89,7 @@ def endpoint_new() -> Response | tuple[str, int]:
     values, errors = forms.read_endpoint(request.form)
     settings = current_app.extensions["webhooks.settings"]
     if not errors:
-        problem = actions.target_problem(values["url"], settings)
-        if problem:
-            errors["url"] = f"URL: {problem}"
+        _check_destinations(values, None, errors)
     if errors:
         return _form_page(None, values, errors, 400)
     try:
@@ -99,15 +109,12 @@ def endpoint_edit(endpoint_id: str) -> Response | tuple[str, int]:
     endpoint = live_endpoint(endpoint_id)
     if request.method == "GET":
         values = {name: getattr(endpoint, name) for name in forms.FIELDS}
-        values["url"] = mask(endpoint.url)  # a destination's password is never shown again
+        for name in actions.URL_FIELDS:  # a destination's password is never shown again
+            values[name] = mask(values[name]) if values[name] else values[name]
         return _form_page(endpoint, values, {})
     values, errors = forms.read_endpoint(request.form)
-    if values.get("url") == mask(endpoint.url):
-        values["url"] = endpoint.url  # left as shown: unchanged, password and all
-    if not errors and values["url"] != endpoint.url:
-        problem = actions.target_problem(values["url"], current_app.extensions["webhooks.settings"])
-        if problem:
-            errors["url"] = f"URL: {problem}"
+    if not errors:
+        _check_destinations(values, endpoint, errors)  # left as shown: unchanged, password and all
     if errors:
         return _form_page(endpoint, values, errors, 400)
     changed = {name: value for name, value in values.items() if getattr(endpoint, name) != value}
