@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 import httpx
 
@@ -36,6 +36,12 @@ from bench.kit.receiver_process import Receiver
 from bench.kit.services import Sql
 from bench.kit.stats import percentile, steady_rate
 from bench.kit.wrk import lua_post_script, run_wrk
+
+
+class Arrivals(Protocol):
+    """What counts a delivery run's arrivals: the receiver, or a step's sink of another kind."""
+
+    def count(self, prefix: str) -> int: ...
 
 
 @dataclass
@@ -324,11 +330,11 @@ class ServiceStack:
             time.sleep(0.2)
         return ingest
 
-    def deliver(self, receiver: Receiver, prefix: str, expected: int, processes: int, seconds: float,
+    def deliver(self, receiver: Arrivals, prefix: str, expected: int, processes: int, seconds: float,
                 deadline: Deadline, sample: Callable[[], Any] | None = None, every: float = 0.5,
                 rss_every: float = 1.0) -> DeliveryRun:
         """Start ``processes`` workers (and the clock) and poll every ``every`` seconds until
-        ``expected`` requests arrived at ``receiver`` on paths under ``prefix`` or ``seconds``
+        ``expected`` requests arrived at ``receiver`` on paths under ``prefix`` (or anything else that counts arrivals) or ``seconds``
         passed; then stop the workers. Their RSS is sampled all along."""
         workers = self.start_workers(processes)
         self.start_clock()

@@ -1,0 +1,228 @@
+"""Step ``destinations``: deliveries/s to a RabbitMQ destination and to a Redis stream beside HTTP.
+
+Issue 39's target: with the same default settings, neither a RabbitMQ destination nor a Redis
+stream is slower than HTTP to a fast receiver. Six rounds, each on a fresh stack (web, one worker
+process per core, clock; nothing changed from the defaults but ``ALLOW_PRIVATE_TARGETS``, which
+every stack sets): http, rabbitmq, redis, http, rabbitmq, redis. Each round posts the same number
+of events to ONE endpoint of its kind with the workers stopped, then starts the workers and
+measures the sustained delivery rate from the arrival times, as the other steps do:
+
+- ``http``: the run's receiver (``context.receiver``), its request times.
+- ``rabbitmq``: ``amqp://…/<vhost>?exchange=…&routing_key=…`` on the machine's broker, in a vhost
+  and with a user of the step's own (``rabbitmqctl``; deleted afterwards), an exchange bound to one
+  queue; a consumer thread takes the queue's messages as they come and records each one's time.
+- ``redis``: ``redis://127.0.0.1:6379/0?stream=<name of its own>``; the entries' ids are the times
+  Redis added them (milliseconds); the stream is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+from urllib.parse import quote
+
+import pika
+import redis
+
+from bench.kit.markdown import Add, heading, n
+from bench.kit.procs import Deadline, log
+from bench.kit.stack import ServiceStack, running
+from bench.kit.stats import WARMUP, steady_rate
+from bench.kit.step import Context, Results, Step, guarded
+
+#: The rounds, in the order they run.
+ROUNDS = ("http", "rabbitmq", "redis") * 2
+
+#: The machine's broker and Redis.
+BROKER_HOST, BROKER_PORT = "127.0.0.1", 5672
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+#: The RabbitMQ destination's exchange, routing key and the queue bound to them.
+EXCHANGE, ROUTING_KEY, QUEUE = "bench", "bench.events", "received"
+
+
+def _rabbitmqctl(*args: str, check: bool = True) -> None:
+    subprocess.run(["rabbitmqctl", "-q", *args], check=check, capture_output=True, timeout=60)
+
+
+@dataclass
+class AmqpSink:
+    """A vhost and user of the step's own on the machine's broker, an exchange bound to a queue,
+    and a thread consuming that queue, recording each message's arrival time."""
+
+    name: str = field(default_factory=lambda: f"bench-destinations-{uuid.uuid4().hex[:10]}")
+    password: str = field(default_factory=lambda: uuid.uuid4().hex)
+    times: list[float] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return (f"amqp://{self.name}:{self.password}@{BROKER_HOST}:{BROKER_PORT}/{quote(self.name, safe='')}"
+                f"?exchange={EXCHANGE}&routing_key={ROUTING_KEY}")
+
+    def _connect(self) -> pika.BlockingConnection:
+        return pika.BlockingConnection(pika.ConnectionParameters(
+            BROKER_HOST, BROKER_PORT, self.name, pika.PlainCredentials(self.name, self.password)))
+
+    def start(self) -> None:
+        _rabbitmqctl("add_vhost", self.name)
+        _rabbitmqctl("add_user", self.name, self.password)
+        _rabbitmqctl("set_permissions", "-p", self.name, self.name, ".*", ".*", ".*")
+        connection = self._connect()
+        channel = connection.channel()
+        channel.exchange_declare(EXCHANGE, "direct", durable=True)
+        channel.queue_declare(QUEUE, durable=True)
+        channel.queue_bind(QUEUE, EXCHANGE, ROUTING_KEY)
+        connection.close()
+        self._thread = threading.Thread(target=self._consume, name="destinations-amqp-consumer", daemon=True)
+        self._thread.start()
+
+    def _consume(self) -> None:
+        try:
+            connection = self._connect()
+            channel = connection.channel()
+            channel.basic_qos(prefetch_count=1000)
+            for method, _properties, _body in channel.consume(QUEUE, auto_ack=True, inactivity_timeout=0.2):
+                if method is not None:
+                    self.times.append(time.time())
+                if self._stop.is_set():
+                    break
+            channel.cancel()
+            connection.close()
+        except BaseException as error:  # noqa: BLE001 - reported by count()
+            self._error = error
+
+    def count(self, _prefix: str = "") -> int:
+        """Messages consumed so far (``ServiceStack.deliver`` polls it as it would a receiver)."""
+        if self._error is not None:
+            raise RuntimeError(f"the AMQP consumer failed: {self._error!r}")
+        return len(self.times)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        _rabbitmqctl("delete_user", self.name, check=False)
+        _rabbitmqctl("delete_vhost", self.name, check=False)
+
+
+@dataclass
+class StreamSink:
+    """A Redis stream of the step's own: counted with XLEN, arrival times from its entries' ids."""
+
+    stream: str = field(default_factory=lambda: f"bench-destinations-{uuid.uuid4().hex[:10]}")
+    client: redis.Redis = field(default_factory=lambda: redis.Redis.from_url(REDIS_URL))
+
+    @property
+    def url(self) -> str:
+        return f"{REDIS_URL}?stream={self.stream}"
+
+    def count(self, _prefix: str = "") -> int:
+        return int(self.client.xlen(self.stream))
+
+    def arrivals(self) -> list[float]:
+        """Each entry's time (its id's milliseconds), read in pages."""
+        times: list[float] = []
+        start = "-"
+        while True:
+            page = self.client.xrange(self.stream, min=start, max="+", count=5000)
+            if start != "-":
+                page = page[1:]  # the entry the page started from was read already
+            if not page:
+                return times
+            times += [int(entry_id.split(b"-")[0]) / 1000 for entry_id, _ in page]
+            start = page[-1][0].decode()
+
+    def close(self) -> None:
+        self.client.delete(self.stream)
+        self.client.close()
+
+
+@contextmanager
+def _destination(kind: str, context: Context, path: str) -> Iterator[tuple[str, Any]]:
+    """(the endpoint's URL, what counts its arrivals) for one round of ``kind``."""
+    if kind == "http":
+        yield context.receiver.url(path), context.receiver
+        return
+    sink: AmqpSink | StreamSink = AmqpSink() if kind == "rabbitmq" else StreamSink()
+    try:
+        if isinstance(sink, AmqpSink):
+            sink.start()
+        yield sink.url, sink
+    finally:
+        sink.close()
+
+
+def _times(kind: str, sink: Any, path: str) -> list[float]:
+    if kind == "http":
+        return [row[0] for row in sink.dump(path)]
+    return list(sink.times) if kind == "rabbitmq" else sink.arrivals()
+
+
+def _round(context: Context, index: int, kind: str, deadline: Deadline) -> dict[str, Any]:
+    plan = context.plan
+    path = f"/destinations/{index}"
+    with _destination(kind, context, path) as (url, sink), \
+            running(f"destinations-{index}-{kind}", remove=True) as stack:
+        tenant = stack.tenant(f"destinations{index}")
+        stack.endpoint(tenant, url)
+        ingest = stack.preload(tenant, plan.events, 1, deadline)
+        run = stack.deliver(sink, path, ingest["events"], plan.processes, deadline.left(), deadline)
+        time.sleep(0.5)  # the consumer's last messages
+        rate, seconds = steady_rate(_times(kind, sink, path), WARMUP)
+        failed = _failed_attempts(stack)
+    log(f"   destinations {kind} (round {index + 1}): {ingest['events']:,} events, "
+        f"delivery {rate:,.0f}/s sustained over {seconds:.1f} s, all arrived: {run.finished}, failed attempts: {failed}")
+    return {"kind": kind, "events": ingest["events"], "arrived": run.arrivals, "delivery_rate": rate,
+            "steady_seconds": seconds, "complete": run.finished, "failed_attempts": failed,
+            "ingest_rate": ingest["rate"]}
+
+
+def _failed_attempts(stack: ServiceStack) -> int:
+    return int(stack.sql.value("SELECT count(*) FROM attempt WHERE outcome <> 'delivered'") or 0)
+
+
+def destinations(context: Context, deadline: Deadline) -> Results:
+    rounds = [guarded(f"destinations: round {index + 1}, {kind}",
+                      lambda d, i=index, k=kind: _round(context, i, k, d), deadline.left() / (len(ROUNDS) - index))
+              for index, kind in enumerate(ROUNDS)]
+    return {"rounds": rounds}
+
+
+def mean_rate(rounds: list[dict[str, Any]], kind: str) -> float:
+    """The mean sustained delivery rate of the rounds of ``kind`` that completed."""
+    values = [r["delivery_rate"] for r in rounds if r.get("kind") == kind and r.get("status") == "ok"]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def section(r: dict[str, Any], add: Add) -> None:
+    step = r.get("destinations")
+    if not heading(add, "Destinations: RabbitMQ and a Redis stream beside HTTP", step):
+        return
+    rounds = step["rounds"]
+    add("| round | destination | events | delivery (deliveries/s, sustained) | all arrived |")
+    add("|---|---|---|---|---|")
+    for index, one in enumerate(rounds):
+        if one.get("status") == "ok":
+            add(f"| {index + 1} | {one['kind']} | {n(one['events'])} | {n(one['delivery_rate'])} | "
+                f"{'yes' if one['complete'] else 'no'} |")
+        else:
+            add(f"| {index + 1} | {ROUNDS[index]} | – | {one.get('status')}: {one.get('error', '')[:80]} | – |")
+    http, amqp, stream = (mean_rate(rounds, kind) for kind in ("http", "rabbitmq", "redis"))
+    add("")
+    add(f"Means: HTTP {n(http)}/s, RabbitMQ {n(amqp)}/s, Redis stream {n(stream)}/s. "
+        f"RabbitMQ vs HTTP: {100 * (amqp - http) / http:+.1f} %, Redis vs HTTP: {100 * (stream - http) / http:+.1f} %.")
+    met = amqp >= http and stream >= http
+    add(f"Target (neither slower than HTTP): {'met' if met else 'not met'}.")
+    add("")
+
+
+STEP = Step("destinations", "deliveries/s to RabbitMQ and a Redis stream beside HTTP, interleaved", destinations,
+            lambda context: len(ROUNDS) * (180 + context.plan.events / 100), (section,), full_run=False)
