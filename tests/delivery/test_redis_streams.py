@@ -7,6 +7,7 @@ deletes it. Loopback is reached as the HTTP tests reach their receivers: with
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,7 @@ from tests.conftest import wait_until
 from tests.delivery.destination_helpers import SECRET, deliver, free_port, parcel
 from tests.tcp_proxy import TcpProxy
 from webhooks.delivery.destinations import check_target
-from webhooks.delivery.destinations.redis_streams import PATTERN, RedisStreams, RedisTarget
+from webhooks.delivery.destinations.redis_streams import PATTERN, POOL_SIZE, RedisStreams, RedisTarget
 from webhooks.delivery.netguard import BlockedAddress, TargetPolicy
 from webhooks.storage.models import Attempt, Delivery
 
@@ -117,6 +118,25 @@ def test_maxlen_trims_the_stream(stream: str) -> None:
 
     assert all(result.error_class is None for result in results)
     assert len(entries(stream)) <= 4  # approximate trimming keeps at most one node's worth
+
+
+def test_more_deliveries_at_once_than_the_pool_has_connections_wait_for_one_and_all_arrive(stream: str) -> None:
+    # An endpoint may have ENDPOINT_MAX_IN_FLIGHT (128) calls in flight: more than redis-py's pool allows by default
+    # (100, beyond which it raised MaxConnectionsError) and more than POOL_SIZE.
+    count = max(150, 2 * POOL_SIZE)
+
+    async def run() -> list[Any]:
+        destination = RedisStreams(timeout=5, policy=TargetPolicy(allow_private=True))
+        try:
+            url = f"redis://127.0.0.1:{REDIS_PORT}/0?stream={stream}"
+            return await asyncio.gather(*(destination.deliver(url, parcel(f"evt_{n}")) for n in range(count)))
+        finally:
+            await destination.close()
+
+    results = asyncio.run(run())
+
+    assert [result.error_class for result in results] == [None] * count
+    assert sorted(fields[b"id"] for _, fields in entries(stream)) == sorted(f"evt_{n}".encode() for n in range(count))
 
 
 def test_a_redis_that_does_not_answer_is_a_connection_failure(stream: str) -> None:

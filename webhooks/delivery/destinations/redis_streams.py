@@ -7,9 +7,10 @@ to about that many entries (``MAXLEN ~``). The entry id Redis answers is the att
 response. A reader verifies an entry as it would an HTTP request, with ``id``, ``timestamp``
 and ``signature`` as the three headers.
 
-Connections are pooled per destination URL (redis-py's asyncio client) and closed once the
-destination has been idle for ``kept.IDLE_SECONDS``. Every new connection resolves its host and
-connects to an address the SSRF policy checked (``guard.GuardedResolver``), as HTTP's do; TLS
+Connections are pooled per destination URL (redis-py's asyncio client), at most ``POOL_SIZE``
+of them: a delivery beyond that waits for a free one (within its deadline) rather than failing;
+they are closed once the destination has been idle for ``kept.IDLE_SECONDS``. Every new
+connection resolves its host and connects to an address the SSRF policy checked (``guard.GuardedResolver``), as HTTP's do; TLS
 still checks the certificate against the host name. redis-py retries nothing: a failure is the
 ladder's to retry.
 """
@@ -25,7 +26,7 @@ from typing import Any
 
 import certifi
 from redis.asyncio import Redis
-from redis.asyncio.connection import Connection, ConnectionPool, SSLConnection
+from redis.asyncio.connection import BlockingConnectionPool, Connection, ConnectionPool, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, AuthorizationError, NoPermissionError, RedisError, ResponseError
@@ -114,6 +115,12 @@ def entry_fields(parcel: Parcel) -> dict[str, str | bytes]:
     }
 
 
+#: Connections at most per destination URL and worker process. An endpoint may have more calls in flight
+#: (``ENDPOINT_MAX_IN_FLIGHT``); those wait for a connection. (redis-py's plain pool raises
+#: ``MaxConnectionsError`` beyond its 100 instead, which reached the worker as an unexpected error.)
+POOL_SIZE = 64
+
+
 class _Guarded:
     """Mixed into redis-py's connections: each connects to an address the SSRF policy checked."""
 
@@ -184,7 +191,8 @@ class RedisStreams:
             {"ssl_ca_certs": certifi.where(), "ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_check_hostname": True}
             if target.tls else {}
         )
-        pool = ConnectionPool(
+        pool = BlockingConnectionPool(
+            max_connections=POOL_SIZE, timeout=None,  # the wait is bounded by the delivery's deadline
             connection_class=self._tls if target.tls else self._plain,
             host=target.host, port=target.port, db=target.db, username=target.username, password=target.password,
             retry=Retry(NoBackoff(), 0), health_check_interval=0, client_name="webhooks", **tls,
