@@ -207,14 +207,14 @@ def section(r: dict[str, Any], add: Add) -> None:
     if not heading(add, "Destinations: RabbitMQ and a Redis stream beside HTTP", step):
         return
     rounds = step["rounds"]
-    add("| round | destination | events | delivery (deliveries/s, sustained) | all arrived |")
-    add("|---|---|---|---|---|")
+    add("| round | destination | events | delivery (deliveries/s, sustained) | all arrived | failed attempts |")
+    add("|---|---|---|---|---|---|")
     for index, one in enumerate(rounds):
         if one.get("status") == "ok":
             add(f"| {index + 1} | {one['kind']} | {n(one['events'])} | {n(one['delivery_rate'])} | "
-                f"{'yes' if one['complete'] else 'no'} |")
+                f"{'yes' if one['complete'] else 'no'} | {n(one['failed_attempts'])} |")
         else:
-            add(f"| {index + 1} | {ROUNDS[index]} | – | {one.get('status')}: {one.get('error', '')[:80]} | – |")
+            add(f"| {index + 1} | {ROUNDS[index]} | – | {one.get('status')}: {one.get('error', '')[:80]} | – | – |")
     http, amqp, stream = (mean_rate(rounds, kind) for kind in ("http", "rabbitmq", "redis"))
     add("")
     add(f"Means: HTTP {n(http)}/s, RabbitMQ {n(amqp)}/s, Redis stream {n(stream)}/s. "
