@@ -319,6 +319,17 @@ def socket_gate() -> Iterator[Any]:
 
 
 @pytest.fixture
+def smtp() -> Iterator[Any]:
+    """A real SMTP server on 127.0.0.1 (aiosmtpd) that keeps what it receives (``tests.smtp_server.SmtpServer``)."""
+    from tests.smtp_server import SmtpServer
+
+    server = SmtpServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def start_web(tmp_path: Any) -> Iterator[Callable[..., str]]:
     """``start_web(settings, app=…, **env)``: gunicorn as the Procfile runs it, serving ``app``
     (``tests.gated_app`` by default); its URL."""

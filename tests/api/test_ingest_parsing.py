@@ -20,7 +20,8 @@ from tests.api_helpers import post_event
 from webhooks.api import events as events_api
 from webhooks.api import parsing
 from webhooks.api.parsing import MAX_JSON_DEPTH, fast_load, flat_fields, loads_strict, nests_deeper_than
-from webhooks.api.schemas import EndpointCreateSchema, EventCreateSchema, EventListArgsSchema, IdempotencyHeaderSchema
+from webhooks.api.endpoint_schemas import EndpointCreateSchema
+from webhooks.api.schemas import EventCreateSchema, EventListArgsSchema, IdempotencyHeaderSchema
 
 TEXT = st.one_of(
     st.sampled_from(["order.created", "a", "x" * 128, "x" * 129, "", "bad type", "endpoint.offline", "a\x00b", "\ud800"]),

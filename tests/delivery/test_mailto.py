@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -40,14 +40,6 @@ from webhooks.storage.statuses import DeliveryStatus
 from webhooks.storage.timeutil import utcnow
 
 TO = "ops@example.com"
-
-
-@pytest.fixture
-def smtp() -> Iterator[SmtpServer]:
-    server = SmtpServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 def verified(message: EmailMessage, secret: str) -> Any:

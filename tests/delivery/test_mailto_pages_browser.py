@@ -7,7 +7,7 @@ the second (250). Screenshots go to ``artifacts/``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,14 +23,6 @@ from tests.smtp_server import SmtpServer
 from webhooks.storage.models import Delivery
 
 TO = "ops@example.com"
-
-
-@pytest.fixture
-def smtp() -> Iterator[SmtpServer]:
-    server = SmtpServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from email.message import EmailMessage
 from types import SimpleNamespace
@@ -22,14 +21,6 @@ from webhooks.storage.timeutil import isoformat, utcnow
 
 PUBLIC_URL = "https://hooks.example.com"
 OFFLINE_REASON = "5 consecutive failures: HTTP 500"
-
-
-@pytest.fixture
-def smtp() -> Iterator[SmtpServer]:
-    server = SmtpServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -4,9 +4,8 @@ migration 0016 seals what was stored in the clear."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
@@ -17,13 +16,6 @@ from webhooks.sealing import key_id, new_key
 from webhooks.storage import db
 from webhooks.storage.models import Endpoint
 from webhooks.storage.resealing import reseal
-
-
-@pytest.fixture(autouse=True)
-def session_key_again() -> Iterator[None]:
-    """Tests here configure other keys: the session's is back afterwards."""
-    yield
-    sealing.configure(TEST_SECRETS_KEY)
 
 
 def stored(endpoint_id: str) -> tuple[str, str | None]:

@@ -6,7 +6,7 @@ The URLs point at 127.0.0.1 (the ``settings`` fixture allows private targets); n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,13 +30,6 @@ AMQP = f"amqp://app:{PASSWORD}@127.0.0.1:5672/theirs?exchange=orders&routing_key
 REDIS = f"redis://default:{PASSWORD}@127.0.0.1:6379/0?stream=missed"
 SHOWN_AMQP = "amqp://app:***@127.0.0.1:5672/theirs?exchange=orders&routing_key=new"
 SHOWN_REDIS = "redis://default:***@127.0.0.1:6379/0?stream=missed"
-
-
-@pytest.fixture(autouse=True)
-def session_key_again() -> Iterator[None]:
-    """Tests here configure other keys: the session's is back afterwards."""
-    yield
-    sealing.configure(TEST_SECRETS_KEY)
 
 
 def stored(endpoint_id: str) -> tuple[str, str | None]:

@@ -4,7 +4,7 @@
 batch), ``endpoints`` (with ``tryouts``), ``deliveries``, ``keys``, ``tenants``, ``event_types`` (the catalog)
 and ``ops`` are the blueprints; the tenant ones answer a second time under ``/v1/tenants/<id or uid>/``
 (``platform_routes``);
-``schemas`` says what a request may hold and how each object is shown, ``parsing`` and
+``schemas``, ``endpoint_schemas``, ``key_schemas`` and ``tenant_schemas`` say what a request may hold and how each object is shown, ``parsing`` and
 ``common`` are what the views share, ``auth`` resolves the bearer key and ``error_docs``
 documents the errors in the OpenAPI document.
 

@@ -13,8 +13,7 @@ from webhooks.api.parsing import Blueprint
 from webhooks.api.auth import require_tenant
 from webhooks.storage.models import Attempt, Delivery
 from webhooks.api.schemas import (
-    AttemptListArgsSchema, AttemptPageSchema, DeliveryDetailSchema, DeliveryListArgsSchema, DeliveryPageSchema,
-    DeliverySchema,
+    AttemptListArgsSchema, AttemptPageSchema, DeliveryDetailSchema, DeliveryListArgsSchema, DeliveryPageSchema, DeliverySchema,
 )
 
 blp = Blueprint("deliveries", __name__, url_prefix="/v1/deliveries", description="Deliveries and resends")

@@ -16,22 +16,10 @@ from webhooks.api.auth import require_tenant
 from webhooks.storage.models import Attempt, Endpoint, HealthChange
 from webhooks.health import probes, summary
 from webhooks.health.presence import health_of
-from webhooks.api.schemas import (
-    AttemptPageSchema,
-    AttemptListArgsSchema,
-    EndpointListArgsSchema,
-    EndpointCreateSchema,
-    EndpointHealthSchema,
-    EndpointPageSchema,
-    EndpointSchema,
-    EndpointUpdateSchema,
-    EndpointWithSecretSchema,
-    ProbeResultSchema,
-    RecoverResultSchema,
-    RecoverSchema,
-    SecretRotateSchema,
-    SecretSchema,
+from webhooks.api.endpoint_schemas import (
+    EndpointCreateSchema, EndpointHealthSchema, EndpointPageSchema, EndpointSchema, EndpointUpdateSchema, EndpointWithSecretSchema, ProbeResultSchema, RecoverResultSchema, RecoverSchema, SecretRotateSchema, SecretSchema,
 )
+from webhooks.api.schemas import AttemptListArgsSchema, AttemptPageSchema, EndpointListArgsSchema
 from webhooks.delivery.signing import scheme_of
 
 #: Health changes shown by ``GET /v1/endpoints/<id>/health``.

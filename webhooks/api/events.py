@@ -19,15 +19,7 @@ from webhooks.api.auth import require_tenant
 from webhooks.storage.models import Attempt, Delivery, Event
 from webhooks.storage.timeutil import isoformat
 from webhooks.api.schemas import (
-    AttemptPageSchema,
-    EventBatchSchema,
-    AttemptListArgsSchema,
-    EventCreateSchema,
-    EventDetailSchema,
-    EventListArgsSchema,
-    EventPageSchema,
-    EventSchema,
-    IdempotencyHeaderSchema,
+    AttemptListArgsSchema, AttemptPageSchema, EventBatchSchema, EventCreateSchema, EventDetailSchema, EventListArgsSchema, EventPageSchema, EventSchema, IdempotencyHeaderSchema,
 )
 
 #: Response header set when an idempotency key was seen before (nothing new was created).

@@ -14,13 +14,8 @@ from webhooks.api.auth import require_tenant
 from webhooks.storage.db import write
 from webhooks.durations import parse_seconds
 from webhooks.storage.models import ApiKey
-from webhooks.api.schemas import (
-    ApiKeyCreatedSchema,
-    ApiKeyCreateSchema,
-    ApiKeyListSchema,
-    ApiKeyRotatedSchema,
-    ApiKeyRotateSchema,
-    ApiKeySchema,
+from webhooks.api.key_schemas import (
+    ApiKeyCreatedSchema, ApiKeyCreateSchema, ApiKeyListSchema, ApiKeyRotatedSchema, ApiKeyRotateSchema, ApiKeySchema,
 )
 
 blp = Blueprint("api_keys", __name__, url_prefix="/v1/api-keys",

@@ -1,4 +1,7 @@
-"""Marshmallow schemas of the HTTP API: what a request may hold and how each object is shown.
+"""Marshmallow schemas of events, deliveries and attempts (``/v1/events``, ``/v1/deliveries``, the
+attempt pages), the list arguments and pages they share, and the health answer: what a request may
+hold and how each object is shown. Endpoints' are in ``endpoint_schemas``, API keys' in
+``key_schemas``, tenants' in ``tenant_schemas``.
 
 Unknown fields are rejected (marshmallow's default ``RAISE``), so a typo gets a 422
 naming the field instead of being silently ignored.
@@ -6,108 +9,16 @@ naming the field instead of being silently ignored.
 
 from __future__ import annotations
 
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import Schema, fields, validate
 
 from webhooks.api.fields import (
-    DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, FilterField, MAX_EVENT_TYPES, MAX_PAGE_SIZE, MAX_SEQ,
-    MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, ShownUrl, StrictBoolean, UtcDateTime, cursor_field, id_pattern, parses_as_url,
-    metadata_field, unique, valid_secret,
+    DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, MAX_PAGE_SIZE, MAX_SEQ, ShownUrl, UtcDateTime, cursor_field, id_pattern,
 )
-from webhooks.delivery.destinations import URL_PATTERN
-from webhooks.delivery.signing import SCHEMES, public_key, scheme_of, shared_secret
-from webhooks.durations import parse_seconds, pattern_up_to
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
-from webhooks.health.presence import health_of
 from webhooks.storage.statuses import DELIVERY_STATUSES
 
 
 # --- requests ---------------------------------------------------------------------------
-
-
-class EndpointCreateSchema(Schema):
-    url = fields.String(
-        required=True,
-        validate=[
-            validate.Length(1, MAX_URL_LENGTH),
-            parses_as_url,  # the specific reason first (a 422 shows each field's first)
-            validate.Regexp(URL_PATTERN, error="must be an http(s)://, amqp(s)://, redis(s):// URL with a host name or IP address, or mailto:addresses"),
-        ],
-        metadata={"description": "Where events go, by scheme. `http://` or `https://`: POSTed there (a host name or "
-                                 "IP address, an optional port and path). `amqp://user:password@host:port/vhost?exchange=X&"
-                                 "routing_key=K` or `amqps://` (TLS): published to a RabbitMQ exchange, confirmed. "
-                                 "`redis://[user:password@]host:port/db?stream="
-                                 "NAME[&maxlen=N]` or `rediss://` (TLS): added to a Redis stream. `mailto:ops@example.com[,"
-                                 "…]` (up to 10 addresses): emailed through the service's SMTP server, with the "
-                                 "event type's email templates (a 422 when the service sends no email). Printable ASCII; "
-                                 "percent-encode the rest. A password in the URL is never shown again."},
-    )
-    fallback_url = fields.String(
-        allow_none=True,
-        validate=url.validators,
-        metadata={"description": "Where each event goes as well while the endpoint is offline or disabled, once "
-                                 "(any kind, as `url`; signed with the endpoint's secret); what the endpoint "
-                                 "missed is still released to it in order when it is back. Null: no fallback."},
-    )
-    event_types = fields.List(
-        fields.String(validate=EVENT_TYPE),
-        validate=[validate.Length(max=MAX_EVENT_TYPES), unique],
-        metadata={"description": "Event types to receive; empty or absent means every non-operational type.",
-                  "uniqueItems": True},
-    )
-    description = fields.String(validate=[validate.Length(max=1000), *STORABLE])
-    rate_limit = fields.Integer(
-        strict=True,
-        allow_none=True,
-        validate=validate.Range(1, 10_000),
-        metadata={"description": "Calls per second at most; null for no limit."},
-    )
-    metadata = metadata_field()
-    contact_email = fields.Email(
-        allow_none=True,
-        validate=validate.Length(max=320),
-        metadata={"description": "Who is emailed when the endpoint goes offline, comes back or is disabled."},
-    )
-    filter = FilterField()
-    signature_scheme = fields.String(
-        validate=SCHEME,
-        metadata={
-            "description": "`v1` (default): HMAC-SHA256 with a shared `whsec_` secret. `v1a`: ed25519, verified "
-            "with the `whpk_` public key alone (the private key never leaves the service)."
-        },
-    )
-
-
-class EndpointUpdateSchema(EndpointCreateSchema):
-    """Every field optional (load with ``partial=True``); ``disabled`` or ``status`` stops or resumes calls.
-
-    The signature scheme changes only with a rotation (``POST …/secret/rotate``), never by PATCH.
-    """
-
-    class Meta:
-        exclude = ("signature_scheme",)
-
-    disabled = StrictBoolean()
-    status = fields.String(
-        validate=validate.OneOf(["enabled", "disabled"], error="unknown status {input!r}: use 'enabled' or 'disabled'"),
-        metadata={"description": "`disabled` stops calls; `enabled` resumes them and releases what was parked."},
-    )
-
-
-class SecretRotateSchema(Schema):
-    secret = fields.String(
-        validate=[validate.Regexp(SECRET_PATTERN, error="must be 'whsec_' followed by the base64 of 24 to 64 bytes"),
-                  valid_secret],
-        metadata={"description": "The new secret (v1 only): `whsec_` + base64 of 24 to 64 random bytes; "
-                                 "generated when absent."},
-    )
-    scheme = fields.String(
-        validate=SCHEME,
-        metadata={"description": "The scheme of the new key; the endpoint's current one when absent."},
-    )
-
-
-class RecoverSchema(Schema):
-    since = UtcDateTime(required=True, metadata={"description": "ISO 8601; without an offset it is UTC."})
 
 
 class EventCreateSchema(Schema):
@@ -120,37 +31,6 @@ class EventCreateSchema(Schema):
     )
     payload = fields.Dict(required=True, metadata={"description": "Any JSON object; sent as `data`."})
     idempotency_key = fields.String(validate=IDEMPOTENCY_KEY)
-
-
-#: A rotated API key keeps working this long at most (a forgotten overlap must not live forever).
-MAX_KEY_OVERLAP = "30d"
-
-
-def _overlap(value: str) -> None:
-    try:
-        seconds = parse_seconds(value)
-    except ValueError as error:
-        raise ValidationError(str(error)) from None
-    if seconds > parse_seconds(MAX_KEY_OVERLAP):
-        raise ValidationError(f"must be at most {MAX_KEY_OVERLAP}")
-
-
-class ApiKeyCreateSchema(Schema):
-    name = fields.String(
-        required=True, validate=[validate.Length(1, 100), *STORABLE],
-        metadata={"description": "What the key is for, e.g. `billing-service` (shown in listings)."},
-    )
-
-
-class ApiKeyRotateSchema(Schema):
-    overlap = fields.String(
-        load_default="24h",
-        validate=[validate.Regexp(pattern_up_to(MAX_KEY_OVERLAP),
-                                  error=f"must be a duration such as 24h, 90m or 0s, at most {MAX_KEY_OVERLAP}"),
-                  _overlap],
-        metadata={"description": f"How long the old key keeps working, e.g. `24h` (at most {MAX_KEY_OVERLAP}); "
-                                 "`0s` revokes it at once."},
-    )
 
 
 class IdempotencyHeaderSchema(Schema):
@@ -194,116 +74,6 @@ class EventListArgsSchema(Schema):
 
 
 # --- responses --------------------------------------------------------------------------
-
-
-def _scheme_field() -> fields.Function:
-    return fields.Function(
-        lambda endpoint: scheme_of(endpoint.secret),
-        metadata={"type": "string", "enum": list(SCHEMES), "description": "`v1` (HMAC-SHA256) or `v1a` (ed25519)."},
-    )
-
-
-class ConcurrencySchema(Schema):
-    window = fields.Integer(
-        allow_none=True,
-        metadata={"description": "Calls the workers may have in flight to this endpoint now: grows while it answers "
-                                 "well, cut on timeouts, errors, 5xx and 429 (null: no worker is calling it now)."},
-    )
-    ceiling = fields.Integer(metadata={"description": "The most the window may grow to (`ENDPOINT_MAX_IN_FLIGHT`)."})
-    in_flight = fields.Integer(metadata={"description": "Calls in flight now."})
-
-
-#: While the endpoint is offline, when it is probed next (``webhooks.health.probes``).
-NEXT_PROBE_AT = UtcDateTime(
-    allow_none=True, attribute="probe_due_at",
-    metadata={"description": "While the endpoint is offline: when it is probed next, with its oldest undelivered "
-                             "delivery (`POST /v1/endpoints/{endpoint_id}/probe` probes it now). Null otherwise."},
-)
-
-#: ``presence.LAST_SUCCESS_RESOLUTION_SECONDS``: a healthy endpoint's row is not written on every success.
-LAST_SUCCESS_AT = UtcDateTime(
-    allow_none=True,
-    metadata={"description": "When an attempt last succeeded. Recorded at most once a minute while the endpoint "
-                             "keeps succeeding, so it can lag the latest success by up to 60 seconds."},
-)
-
-
-class EndpointSchema(Schema):
-    id = fields.String()
-    url = ShownUrl(metadata={"description": "Where events go; a password in it shows as `***`."})
-    fallback_url = ShownUrl(allow_none=True, metadata={
-        "description": "Where events go too while the endpoint is offline or disabled; a password shows as `***`."})
-    description = fields.String()
-    event_types = fields.List(fields.String())
-    rate_limit = fields.Integer(allow_none=True)
-    metadata = fields.Dict(keys=fields.String(), values=fields.String())
-    disabled = fields.Boolean()
-    disabled_reason = fields.String(allow_none=True)
-    contact_email = fields.String(allow_none=True)
-    health = fields.Function(
-        health_of, metadata={"description": "online, offline, recovering (releasing what it missed) or disabled."}
-    )
-    consecutive_failures = fields.Integer()
-    failing_since = UtcDateTime(allow_none=True)
-    offline_since = UtcDateTime(allow_none=True)
-    next_probe_at = NEXT_PROBE_AT
-    last_success_at = LAST_SUCCESS_AT
-    parked_count = fields.Integer(metadata={"description": "Deliveries waiting for the endpoint to be back."})
-    oldest_parked_at = UtcDateTime(allow_none=True)
-    concurrency = fields.Nested(ConcurrencySchema)
-    filter = fields.Dict(allow_none=True, metadata={"description": "Only events matching it are delivered; null: all."})
-    signature_scheme = _scheme_field()
-    created_at = UtcDateTime()
-    updated_at = UtcDateTime()
-
-
-class ProbeResultSchema(Schema):
-    endpoint_id = fields.String()
-    delivery_id = fields.String(metadata={"description": "The delivery the endpoint is probed with: the oldest it "
-                                                         "is still owed, so what it missed arrives in order."})
-    attempt_no = fields.Integer(metadata={"description": "The probe's attempt number (see the delivery's attempts)."})
-
-
-class HealthChangeSchema(Schema):
-    from_state = fields.String(data_key="from")
-    to_state = fields.String(data_key="to")
-    reason = fields.String()
-    created_at = UtcDateTime(data_key="at")
-
-
-class EndpointHealthSchema(Schema):
-    health = fields.String()
-    consecutive_failures = fields.Integer()
-    failing_since = UtcDateTime(allow_none=True)
-    offline_since = UtcDateTime(allow_none=True)
-    next_probe_at = NEXT_PROBE_AT
-    last_success_at = LAST_SUCCESS_AT
-    parked_count = fields.Integer()
-    oldest_parked_at = UtcDateTime(allow_none=True)
-    changes = fields.List(fields.Nested(HealthChangeSchema), metadata={"description": "Newest first, at most 100."})
-
-
-class VerificationKeysSchema(Schema):
-    """What a receiver verifies with, from an endpoint's key: never the private ``whsk_`` key itself."""
-
-    secret = fields.Function(
-        lambda endpoint: shared_secret(endpoint.secret),
-        allow_none=True,
-        metadata={"type": "string", "description": "v1: the `whsec_` secret to verify with. v1a: null."},
-    )
-    public_key = fields.Function(
-        lambda endpoint: public_key(endpoint.secret),
-        allow_none=True,
-        metadata={"type": "string", "description": "v1a: the `whpk_` public key to verify with. v1: null."},
-    )
-
-
-class EndpointWithSecretSchema(EndpointSchema, VerificationKeysSchema):
-    pass
-
-
-class SecretSchema(VerificationKeysSchema):
-    scheme = _scheme_field()
 
 
 class DeliverySummarySchema(Schema):
@@ -387,12 +157,6 @@ class EventPageSchema(Schema):
     has_more = fields.Boolean()
 
 
-class EndpointPageSchema(Schema):
-    data = fields.List(fields.Nested(EndpointSchema))
-    next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
-    has_more = fields.Boolean()
-
-
 class DeliveryPageSchema(Schema):
     data = fields.List(fields.Nested(DeliverySchema))
     next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
@@ -403,36 +167,6 @@ class AttemptPageSchema(Schema):
     data = fields.List(fields.Nested(AttemptSchema))
     next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
     has_more = fields.Boolean()
-
-
-class ApiKeySchema(Schema):
-    id = fields.String()
-    name = fields.String()
-    created_at = UtcDateTime()
-    last_used_at = UtcDateTime(
-        allow_none=True, metadata={"description": "Recorded at most once a minute: it may lag by that much."}
-    )
-    expires_at = UtcDateTime(allow_none=True, metadata={"description": "Set when a rotation replaced the key."})
-
-
-class ApiKeyListSchema(Schema):
-    data = fields.List(fields.Nested(ApiKeySchema), metadata={"description": "Live keys, oldest first."})
-
-
-class ApiKeyCreatedSchema(ApiKeySchema):
-    api_key = fields.String(metadata={"description": "The whole key, `<id>.<secret>`: shown this once only."})
-
-
-class ApiKeyRotatedSchema(ApiKeyCreatedSchema):
-    replaced = fields.Nested(ApiKeySchema, metadata={"description": "The old key, with its `expires_at`."})
-
-
-class RecoverResultSchema(Schema):
-    queued = fields.Integer(metadata={"description": "Failed deliveries queued for a fresh attempt now."})
-    parked = fields.Integer(metadata={"description": (
-        "Parked deliveries created since `since`, left parked: they are released one at a time, in "
-        "creation order and with their remaining attempts, when the endpoint is reachable again."
-    )})
 
 
 class HealthSchema(Schema):

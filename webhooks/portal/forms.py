@@ -14,7 +14,7 @@ from marshmallow import ValidationError
 from peewee import fn
 from werkzeug.datastructures import MultiDict
 
-from webhooks.api.schemas import EndpointCreateSchema
+from webhooks.api.endpoint_schemas import EndpointCreateSchema
 from webhooks.catalog import reading, store
 from webhooks.pages.errors import FieldErrors
 from webhooks.storage.models import Event

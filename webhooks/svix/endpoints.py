@@ -14,7 +14,9 @@ from flask import Blueprint, current_app, g
 
 from webhooks import actions
 from webhooks.api.common import api_requester
-from webhooks.api.schemas import EndpointCreateSchema, EndpointUpdateSchema, RecoverSchema, SecretRotateSchema
+from webhooks.api.endpoint_schemas import (
+    EndpointCreateSchema, EndpointUpdateSchema, RecoverSchema, SecretRotateSchema,
+)
 from webhooks.delivery.signing import shared_secret
 from webhooks.secrecy import mask
 from webhooks.storage import db
