@@ -196,8 +196,10 @@ def run_due(schedule: list[Job]) -> None:
             try:
                 job.run()
             except (peewee.OperationalError, peewee.InterfaceError) as error:
+                # The pass ends here: the connection is reset below, once ``with_lock`` has closed its
+                # connection context (resetting inside it emptied peewee's stack and the exit crashed).
                 log.warning("database unavailable in clock job %s: %s", job.name, error)
-                db.reset_connection()
+                raise
             except Exception:  # noqa: BLE001 - one failing job must not stop the others
                 log.exception("clock job %s failed", job.name)
             job.due = time.monotonic() + job.every
@@ -205,7 +207,7 @@ def run_due(schedule: list[Job]) -> None:
     try:
         with_lock(run_all)
     except (peewee.OperationalError, peewee.InterfaceError) as error:
-        log.warning("database unavailable for the clock lock: %s", error)
+        log.warning("database unavailable for the clock's pass: %s", error)
         db.reset_connection()
 
 
