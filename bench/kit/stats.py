@@ -69,3 +69,9 @@ def plateau_memory(in_flight: list[tuple[float, int]], rss: list[tuple[float, fl
                        after_peak_seconds=rss[-1][0] - since,
                        after_peak_growth_mib=growth, flat=growth <= max(FLAT_MIB, FLAT_SHARE * after[0]))
     return figures
+
+
+def mean_of_rounds(rounds: Sequence[dict[str, Any]], side: str, key: str, side_key: str) -> float:
+    """The mean of ``key`` over the completed rounds (``status`` ok) whose ``side_key`` is ``side``; NaN if none."""
+    values = [r[key] for r in rounds if r.get(side_key) == side and r.get("status") == "ok"]
+    return sum(values) / len(values) if values else float("nan")

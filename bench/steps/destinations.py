@@ -32,7 +32,7 @@ import redis
 from bench.kit.markdown import Add, heading, n
 from bench.kit.procs import Deadline, log
 from bench.kit.stack import ServiceStack, running
-from bench.kit.stats import WARMUP, steady_rate
+from bench.kit.stats import WARMUP, mean_of_rounds, steady_rate
 from bench.kit.step import Context, Results, Step, guarded
 
 #: The rounds, in the order they run.
@@ -196,12 +196,6 @@ def destinations(context: Context, deadline: Deadline) -> Results:
     return {"rounds": rounds}
 
 
-def mean_rate(rounds: list[dict[str, Any]], kind: str) -> float:
-    """The mean sustained delivery rate of the rounds of ``kind`` that completed."""
-    values = [r["delivery_rate"] for r in rounds if r.get("kind") == kind and r.get("status") == "ok"]
-    return sum(values) / len(values) if values else float("nan")
-
-
 def section(r: dict[str, Any], add: Add) -> None:
     step = r.get("destinations")
     if not heading(add, "Destinations: RabbitMQ and a Redis stream beside HTTP", step):
@@ -215,7 +209,7 @@ def section(r: dict[str, Any], add: Add) -> None:
                 f"{'yes' if one['complete'] else 'no'} | {n(one['failed_attempts'])} |")
         else:
             add(f"| {index + 1} | {ROUNDS[index]} | – | {one.get('status')}: {one.get('error', '')[:80]} | – | – |")
-    http, amqp, stream = (mean_rate(rounds, kind) for kind in ("http", "rabbitmq", "redis"))
+    http, amqp, stream = (mean_of_rounds(rounds, kind, "delivery_rate", "kind") for kind in ("http", "rabbitmq", "redis"))
     add("")
     add(f"Means: HTTP {n(http)}/s, RabbitMQ {n(amqp)}/s, Redis stream {n(stream)}/s. "
         f"RabbitMQ vs HTTP: {100 * (amqp - http) / http:+.1f} %, Redis vs HTTP: {100 * (stream - http) / http:+.1f} %.")

@@ -19,7 +19,7 @@ from bench.kit.markdown import Add, heading, n
 from bench.kit.procs import PROCS, PYTHON, Deadline, log
 from bench.kit.services import free_port
 from bench.kit.stack import running
-from bench.kit.stats import WARMUP, steady_rate
+from bench.kit.stats import WARMUP, mean_of_rounds, steady_rate
 from bench.kit.step import Context, Results, Step, guarded
 
 #: The rounds, in the order they run.
@@ -58,11 +58,6 @@ def tracing_cost(context: Context, deadline: Deadline) -> Results:
     return {"rounds": rounds, "sink": received}
 
 
-def _mean(rounds: list[dict[str, Any]], mode: str, key: str) -> float:
-    values = [r[key] for r in rounds if r.get("mode") == mode and r.get("status") == "ok"]
-    return sum(values) / len(values) if values else float("nan")
-
-
 def section(r: dict[str, Any], add: Add) -> None:
     step = r.get("tracing")
     if not heading(add, "Tracing: off against every trace sampled", step):
@@ -74,7 +69,7 @@ def section(r: dict[str, Any], add: Add) -> None:
         if one.get("status") == "ok":
             add(f"| {index + 1} | {one['mode']} | {n(one['events'])} | {n(one['ingest_rate'])} | {n(one['delivery_rate'])} |")
     for key, label in (("ingest_rate", "ingestion"), ("delivery_rate", "delivery")):
-        off, on = _mean(rounds, "off", key), _mean(rounds, "on", key)
+        off, on = mean_of_rounds(rounds, "off", key, "mode"), mean_of_rounds(rounds, "on", key, "mode")
         add("")
         add(f"{label}: off {n(off)}/s, on {n(on)}/s: {100 * (on - off) / off:+.1f} % with every trace sampled")
     add("")
