@@ -129,6 +129,7 @@ def main() -> int:
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="chaos-broker-")), free_base_port(nodes=1),
                       name=f"chaos-{os.getpid()}", nodes=1)
     CLEANUP.add("stop the broker", cluster.stop)
+    started = time.monotonic()
     booting = ThreadPoolExecutor(1).submit(cluster.start)  # the node boots while the database is migrated
     receiver = Receiver("chaos-receiver").start()
     stack = ServiceStack("chaos", {"AMQP_URL": cluster.amqp_url, "RETRY_LADDER": "1s,2s,5s,10s,30s",
@@ -136,6 +137,7 @@ def main() -> int:
     CLEANUP.add("stop the service", stack.close)
     stack.release(queues=False)
     booting.result()
+    log(f"RabbitMQ node and database ready in {time.monotonic() - started:.0f} s: {cluster.amqp_url}")
     stack.release(database=False)
     stack.start_web()
     stack.start_workers(2)
