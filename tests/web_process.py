@@ -80,7 +80,7 @@ class WebProcesses:
             except httpx.HTTPError:
                 return False
 
-        wait_until(serving, timeout=30)
+        wait_until(serving, timeout=120)  # a gunicorn that boots late on a busy machine is no failure; one that exits is
         return url
 
     def stop(self) -> None:

@@ -420,7 +420,7 @@ def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_messages_queu
         return DeliveryMessage(f"dlv_{tenant}_{n}", f"evt_{n}", "ep_1", tenant, "order.created", "t", {"n": n})
 
     enqueuer.submit([message("ten_a", 0)])  # after a quiet spell: out at once
-    wait_until(lambda: len(publisher.batches) == 1, timeout=5)
+    assert enqueuer.wait_idle(10) and len(publisher.batches) == 1  # its round (publish, mark) is over
     enqueuer.submit([message("ten_a", 1)])  # queued until the spacing has passed
     enqueuer.submit([message("ten_b", 0)])  # nothing of b's waits: out at once, beside a's queue
     wait_until(lambda: len(express.batches) == 1, timeout=5)

@@ -141,9 +141,11 @@ class BackgroundEnqueuer:
                 self._done.notify_all()
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
-        """Block until everything submitted so far was published and marked (tests, shutdown)."""
+        """Block until everything submitted so far was published and marked, and the round that
+        did it has ended (tests, shutdown)."""
         with self._done:
-            return self._done.wait_for(lambda: self._unhandled == 0 and self._unmarked == 0, timeout)
+            return self._done.wait_for(
+                lambda: self._unhandled == 0 and self._unmarked == 0 and not self._round_busy, timeout)
 
     def _ensure_thread(self) -> None:
         with self._lock:
@@ -196,6 +198,8 @@ class BackgroundEnqueuer:
     def _set_round_busy(self, busy: bool) -> None:
         with self._done:
             self._round_busy = busy
+            if not busy:
+                self._done.notify_all()
 
     def _after_express_of(self, messages: list[DeliveryMessage]) -> None:
         """Wait until the broker has confirmed an express publish of these messages' tenants.
