@@ -22,7 +22,7 @@ port 5672 and its ``rabbitmq-env.conf`` names that node, so every node gets its 
 both. Before signalling a process the script checks in ``/proc`` that it runs one of
 its own nodes.
 
-Importable: ``Cluster`` does the same for tests and ``bench/failover.py``.
+Importable: ``Cluster`` does the same for tests, ``bench/failover.py`` and (one node) ``bench/chaos.py``.
 """
 
 from __future__ import annotations
@@ -84,15 +84,15 @@ def ephemeral_ports_start() -> int:
         return 32768
 
 
-def free_base_port(first: int = 10000) -> int:
-    """A base port whose three AMQP ports, distribution ports and epmd port are all free now.
+def free_base_port(first: int = 10000, nodes: int = NODES) -> int:
+    """A base port whose ``nodes`` AMQP ports, distribution ports and epmd port are all free now.
 
     Every port stays below the kernel's ephemeral range: a client connection could
     otherwise take a killed node's port before the node is restarted.
     """
-    last = ephemeral_ports_start() - 20000 - NODES
+    last = ephemeral_ports_start() - 20000 - nodes
     for base in random.sample(range(first, last), min(200, last - first)):
-        ports = [base + n for n in range(NODES)] + [base + 20000 + n for n in range(NODES)] + [base - 1300]
+        ports = [base + n for n in range(nodes)] + [base + 20000 + n for n in range(nodes)] + [base - 1300]
         try:
             for port in ports:
                 with socket.socket() as probe:
@@ -131,10 +131,10 @@ class Node:
 
 
 class Cluster:
-    """Three local RabbitMQ nodes sharing a cookie and an epmd of their own."""
+    """Local RabbitMQ nodes (three, or one for a broker of a run's own) sharing a cookie and an epmd of their own."""
 
     def __init__(self, directory: Path | None = None, base_port: int = BASE_PORT, name: str = "webhooks-cluster",
-                 dlx_confirm_timeout_ms: int | None = DLX_CONFIRM_TIMEOUT_MS) -> None:
+                 dlx_confirm_timeout_ms: int | None = DLX_CONFIRM_TIMEOUT_MS, nodes: int = NODES) -> None:
         self.directory = (directory or default_dir()).resolve()
         #: None keeps RabbitMQ's default (to measure what it does).
         self.dlx_confirm_timeout_ms = dlx_confirm_timeout_ms
@@ -142,7 +142,7 @@ class Cluster:
         self.epmd_port = base_port - 1300
         self.nodes = [
             Node(n, f"{name}-{n}@localhost", base_port + n - 1, base_port + n - 1 + 20000, self.directory / f"node{n}")
-            for n in range(1, NODES + 1)
+            for n in range(1, nodes + 1)
         ]
         self.bin = rabbitmq_bin()
 
@@ -241,7 +241,7 @@ class Cluster:
             time.sleep(0.2)
 
     def start(self) -> str:
-        """Start the three nodes, join 2 and 3 to 1; return the AMQP_URL list."""
+        """Start the nodes, join the others to node 1; return the AMQP_URL list."""
         busy = [node.amqp_port for node in self.nodes if port_open(node.amqp_port)]
         if busy:
             raise SystemExit(f"port(s) {busy} already in use: is a cluster running? (`stop` it, or --base-port)")

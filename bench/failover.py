@@ -172,17 +172,11 @@ def longest_gap(times: list[float], start: float, end: float) -> tuple[float, fl
     return best
 
 
-def log_times(path: Path, pattern: str, since: float) -> list[float]:
-    """Unix times of the lines of a process log matching ``pattern``, from ``since`` on."""
-    return [at for line in path.read_text(errors="replace").splitlines()
-            if re.search(pattern, line) and (at := line_time(line)) >= since]
-
-
-def log_values(path: Path, pattern: str, since: float) -> list[str]:
-    """The first group of ``pattern`` in each line of a process log from ``since`` on (logs are
+def log_lines(path: Path, pattern: str, since: float) -> list[tuple[float, re.Match[str]]]:
+    """(unix time, match) of each line of a process log matching ``pattern`` from ``since`` on (logs are
     appended to from run to run)."""
     lines = path.read_text(errors="replace").splitlines()
-    return [match.group(1) for line in lines if (match := re.search(pattern, line)) and line_time(line) >= since]
+    return [(at, match) for line in lines if (match := re.search(pattern, line)) and (at := line_time(line)) >= since]
 
 
 def line_time(line: str) -> float:
@@ -266,10 +260,10 @@ def analyse(stack: ServiceStack, sent: list[dict[str, Any]], dump: list[tuple[fl
         late = [late for due, late in retries if start <= due <= end]
         in_failover = [flag or start <= due <= end for flag, (due, _) in zip(in_failover, retries)]
         consuming = {
-            child.name: [round(t - kill.at, 1) for t in log_times(child.log_path, "consuming", kill.at)][:3]
+            child.name: [round(t - kill.at, 1) for t, _ in log_lines(child.log_path, "consuming", kill.at)][:3]
             for child in stack.workers
         }
-        lost_broker = sum(len(log_times(child.log_path, "broker connection lost", kill.at)) for child in stack.workers)
+        lost_broker = sum(len(log_lines(child.log_path, "broker connection lost", kill.at)) for child in stack.workers)
         results[f"kill {number}"] = {
             "node": kill.node,
             "was leader of the primary queue": kill.was_leader,
@@ -295,11 +289,10 @@ def analyse(stack: ServiceStack, sent: list[dict[str, Any]], dump: list[tuple[fl
     results["last event arrived after the last POST (s)"] = round(max(arrived.values(), default=last_post) - last_post, 1)
     results[f"events first delivered more than {ARRIVAL_TARGET:.0f} s after the last POST"] = len(late_events)
     results["worker and web log lines: deadlock detected"] = sum(
-        len(log_times(child.log_path, "deadlock detected", load_start))
+        len(log_lines(child.log_path, "deadlock detected", load_start))
         for child in (*stack.workers, stack.web, stack.clock) if child is not None)
-    results["republished by the sweeper (clock log)"] = sum(
-        int(found) for found in log_values(stack.clock.log_path, r"published again (\d+) deliveries", load_start)
-    ) if stack.clock is not None else 0
+    republished = log_lines(stack.clock.log_path, r"published again (\d+) deliveries", load_start) if stack.clock else []
+    results["republished by the sweeper (clock log)"] = sum(int(found.group(1)) for _, found in republished)
     checks = {
         "every stored event delivered or exhausted (0 lost)": not lost and len(stored) > 0,
         "every event a client saw accepted was stored": not accepted.keys() - set(stored),

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
@@ -112,13 +114,28 @@ def postgres_database() -> Iterator[str | None]:
     admin.close()
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory, postgres_database: str | None) -> Path | None:
+    """A migrated SQLite database made once for the session; each test gets a copy of the file
+    (migrating from nothing again costs about 0.14 s of CPU a test)."""
+    if postgres_database is not None:
+        return None
+    path = tmp_path_factory.mktemp("template") / "webhooks.storage.db"
+    db.init_database(f"sqlite:///{path}")
+    migrate()
+    with db.database.connection_context():
+        db.database.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
+    return path
+
+
 @pytest.fixture
-def database_url(tmp_path: Any, postgres_database: str | None) -> Iterator[str]:
+def database_url(tmp_path: Any, postgres_database: str | None, sqlite_template: Path | None) -> Iterator[str]:
     """A fresh, migrated database for this test."""
-    if postgres_database is None:
-        url = f"sqlite:///{tmp_path}/webhooks.storage.db"
+    if sqlite_template is not None:
+        path = tmp_path / "webhooks.storage.db"
+        shutil.copyfile(sqlite_template, path)
+        url = f"sqlite:///{path}"
         db.init_database(url)
-        migrate()
         yield url
         db.database.close() if not db.database.is_closed() else None
         return

@@ -8,7 +8,7 @@ setting (``DATABASE_URL``, ``AMQP_URL``, ``SMTP_URL``) and ``./dev`` use it too:
 ``python -m webhooks.secrecy URL`` prints the URL masked.
 
 ``has_password(url)`` says whether a URL carries a password (then it is stored sealed:
-``models.SealedUrlField``); ``unmasked(given, stored)`` reads a URL sent back as it was shown
+``fields.SealedUrlField``); ``unmasked(given, stored)`` reads a URL sent back as it was shown
 (``amqp://user:***@host/…``) as the stored one, password and all, the way Svix and Hookdeck
 take a masked credential echoed back.
 """

@@ -134,6 +134,8 @@ class ServiceStack:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.web: Child | None = None
         self.workers: list[Child] = []
+        #: Workers started so far: each has a name (and log) of its own.
+        self.workers_started = 0
         self.clock: Child | None = None
         self.http = httpx.Client(base_url=self.base_url, timeout=30.0, trust_env=False)
         self._sql: Sql | None = None
@@ -147,10 +149,12 @@ class ServiceStack:
             raise RuntimeError(f"{' '.join(argv)} failed ({out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
         return out.stdout
 
-    def release(self) -> None:
-        """The Procfile's release step: declare the queues, migrate the database."""
-        self._run("rabbit_setup.py")
-        self._run("-m", "flask", "--app", "app", "migrate")
+    def release(self, queues: bool = True, database: bool = True) -> None:
+        """The Procfile's release step: declare the queues, migrate the database (either alone: the other waits)."""
+        if queues:
+            self._run("rabbit_setup.py")
+        if database:
+            self._run("-m", "flask", "--app", "app", "migrate")
 
     def start_web(self) -> None:
         # The Procfile's web process: its gunicorn config (gthread workers), sized by the environment.
@@ -170,11 +174,12 @@ class ServiceStack:
 
     def start_workers(self, count: int, env: dict[str, str] | None = None) -> list[Child]:
         started = [
-            PROCS.start(f"{self.name}-worker-{len(self.workers) + i}", [PYTHON, "-m", "webhooks.worker"],
+            PROCS.start(f"{self.name}-worker-{self.workers_started + i}", [PYTHON, "-m", "webhooks.worker"],
                         {**self.env, **(env or {})})
             for i in range(count)
         ]
         self.workers += started
+        self.workers_started += count
         return started
 
     def stop_workers(self, grace: float = 20.0) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from marshmallow import Schema, fields, validate
 
 from webhooks.api.fields import (
+    CursorPageSchema,
     EVENT_TYPE, FilterField, MAX_EVENT_TYPES, MAX_URL_LENGTH, SCHEME, SECRET_PATTERN, STORABLE, ShownUrl, StrictBoolean,
     UtcDateTime, metadata_field, parses_as_url, unique, valid_secret,
 )
@@ -215,10 +216,8 @@ class SecretSchema(VerificationKeysSchema):
     scheme = _scheme_field()
 
 
-class EndpointPageSchema(Schema):
+class EndpointPageSchema(CursorPageSchema):
     data = fields.List(fields.Nested(EndpointSchema))
-    next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
-    has_more = fields.Boolean()
 
 
 class RecoverResultSchema(Schema):

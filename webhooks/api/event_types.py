@@ -15,7 +15,7 @@ from flask_smorest import abort
 from marshmallow import Schema, fields, validate
 
 from webhooks.api.auth import require_any_key, require_platform_key
-from webhooks.api.fields import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, UtcDateTime
+from webhooks.api.fields import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, CursorPageSchema, UtcDateTime
 from webhooks.api.parsing import Blueprint
 from webhooks.catalog import store
 from webhooks.catalog.documents import catalog_document
@@ -70,10 +70,8 @@ class EventTypeSchema(Schema):
     email_html = fields.String(allow_none=True, metadata={"description": "Template of the emails' HTML."})
 
 
-class EventTypePageSchema(Schema):
+class EventTypePageSchema(CursorPageSchema):
     data = fields.List(fields.Nested(EventTypeSchema))
-    next_cursor = fields.String(allow_none=True)
-    has_more = fields.Boolean()
 
 
 class CatalogDocumentSchema(Schema):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable
 
-from marshmallow import ValidationError, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.catalog.filters import FilterError, compile_filter
 from webhooks.delivery.destinations import split_target
@@ -161,3 +161,11 @@ def metadata_field(**kwargs: Any) -> fields.Dict:
     keys; the body size bounds them)."""
     return fields.Dict(keys=fields.String(), values=fields.String(validate=validate.Length(max=1000)),
                        validate=validate.Length(max=MAX_METADATA_KEYS), **kwargs)
+
+
+class CursorPageSchema(Schema):
+    """A page of a list: the items in ``data`` (a subclass names what they are), then where to go on."""
+
+    data = fields.List(fields.Raw())
+    next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
+    has_more = fields.Boolean()

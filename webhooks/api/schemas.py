@@ -12,6 +12,7 @@ from __future__ import annotations
 from marshmallow import Schema, fields, validate
 
 from webhooks.api.fields import (
+    CursorPageSchema,
     DEFAULT_PAGE_SIZE, EVENT_TYPE, IDEMPOTENCY_KEY, MAX_PAGE_SIZE, MAX_SEQ, ShownUrl, UtcDateTime, cursor_field, id_pattern,
 )
 from webhooks.event_types import OPERATIONAL_EVENT_TYPES
@@ -149,24 +150,19 @@ class EventDetailSchema(EventSchema):
     deliveries = fields.List(fields.Nested(DeliverySchema))
 
 
-class EventPageSchema(Schema):
+class EventPageSchema(CursorPageSchema):
     data = fields.List(fields.Nested(EventSchema))
     next_cursor = fields.Integer(
         metadata={"description": "Always present: pass it as `after` to continue (or to poll)."}
     )
-    has_more = fields.Boolean()
 
 
-class DeliveryPageSchema(Schema):
+class DeliveryPageSchema(CursorPageSchema):
     data = fields.List(fields.Nested(DeliverySchema))
-    next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
-    has_more = fields.Boolean()
 
 
-class AttemptPageSchema(Schema):
+class AttemptPageSchema(CursorPageSchema):
     data = fields.List(fields.Nested(AttemptSchema))
-    next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
-    has_more = fields.Boolean()
 
 
 class HealthSchema(Schema):

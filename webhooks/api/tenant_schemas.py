@@ -6,6 +6,7 @@ from marshmallow import Schema, fields, validate
 
 from webhooks.portal import access, capabilities as caps
 from webhooks.api.fields import (
+    CursorPageSchema,
     DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, STORABLE, UtcDateTime, cursor_field, metadata_field,
 )
 
@@ -47,10 +48,8 @@ class TenantListArgsSchema(Schema):
     limit = fields.Integer(load_default=DEFAULT_PAGE_SIZE, validate=validate.Range(1, MAX_PAGE_SIZE))
 
 
-class TenantPageSchema(Schema):
+class TenantPageSchema(CursorPageSchema):
     data = fields.List(fields.Nested(TenantSchema), metadata={"description": "Oldest first."})
-    next_cursor = fields.String(allow_none=True, metadata={"description": "Null on the last page."})
-    has_more = fields.Boolean()
 
 
 class PortalAccessSchema(Schema):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import peewee
 
 from webhooks.storage.db import database
-from webhooks.storage.models import JSONField
+from webhooks.storage.fields import JSONField
 from webhooks.storage.timeutil import utcnow
 
 #: Roles a staff account may have; operators may also change things.

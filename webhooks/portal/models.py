@@ -5,7 +5,8 @@ from __future__ import annotations
 import peewee
 
 from webhooks.storage.db import database
-from webhooks.storage.models import JSONField, Tenant
+from webhooks.storage.fields import JSONField
+from webhooks.storage.models import Tenant
 from webhooks.storage.timeutil import utcnow
 
 

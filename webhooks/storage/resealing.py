@@ -2,7 +2,7 @@
 secrets rotate-key`` and migrations 0016 and 0027 run.
 
 Secret columns (``SEALED``) are sealed whole; URL columns (``SEALED_URLS``) only where the URL
-carries a password (``models.SealedUrlField``): one in the clear without one stays as it is.
+carries a password (``fields.SealedUrlField``): one in the clear without one stays as it is.
 
 Row by row, each value compared-and-set (``WHERE id = … AND column = <the value read>``): a
 secret rotated through the API meanwhile is never overwritten with the old one, and nothing is
