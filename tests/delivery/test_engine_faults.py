@@ -25,7 +25,7 @@ def close_broker_connection(local_port: int) -> None:
     subprocess.run(["rabbitmqctl", "close_connection", pid, "test: connection cut"], capture_output=True, timeout=60, check=True)
 
 
-@pytest.mark.parametrize("which", ["connection", "publishing"])
+@pytest.mark.parametrize("which", ["connection", "bulk_connection", "publishing"])
 def test_a_worker_whose_broker_connection_is_cut_reconnects_and_every_delivery_arrives_once(
     which: str, client: Any, tenant: Any, auth: Any, settings: Any, start_worker: Any
 ) -> None:
@@ -46,14 +46,26 @@ def test_a_worker_publishes_on_a_connection_of_its_own_so_flow_control_never_hol
     settings: Any, start_worker: Any
 ) -> None:
     session = start_worker(settings).rt.broker.session
-    assert all(channel.connection is session.connection for channel in session.consumers)
+    half = len(session.consumers) // 2
+    assert all(channel.connection is session.connection for channel in session.consumers[:half])
     assert session.publisher.connection is session.publishing and session.connection is not session.publishing
+
+
+def test_a_worker_consumes_the_bulk_queue_on_a_connection_of_its_own_so_a_flood_s_unread_stream_is_apart(
+    settings: Any, start_worker: Any
+) -> None:
+    session = start_worker(settings).rt.broker.session
+    half = len(session.consumers) // 2
+    assert all(channel.connection is session.bulk_connection for channel in session.consumers[half:])
+    assert session.bulk_connection not in (session.connection, session.publishing)
+    consumers = {channel.connection: channel for channel in session.consumers}
+    assert len(consumers) == 2
 
 
 def test_a_worker_spreads_its_prefetch_over_channels_and_still_counts_as_one_worker(
     client: Any, tenant: Any, auth: Any, make_settings: Any, start_worker: Any
 ) -> None:
-    settings = make_settings(worker_prefetch=12_000)  # three channels of 4,000 messages
+    settings = make_settings(worker_prefetch=12_000)  # three channels of 4,000 messages, and three for the bulk queue
     with Receiver(always(204)) as receiver:
         create_endpoint(client, auth(tenant), receiver.url)
         events = [send(client, auth(tenant), payload={"n": n})["id"] for n in range(30)]
@@ -61,7 +73,7 @@ def test_a_worker_spreads_its_prefetch_over_channels_and_still_counts_as_one_wor
         receiver.wait_for(30, timeout=20)
         wait_until(lambda: Delivery.select().where(Delivery.status == "delivered").count() == 30, timeout=20)
         session = engine.rt.broker.session
-        assert [channel.is_open for channel in session.consumers] == [True] * 3, "every ack went to its own channel"
+        assert [channel.is_open for channel in session.consumers] == [True] * 6, "every ack went to its own channel"
         assert asyncio.run_coroutine_threadsafe(session.workers(settings.topology.primary), session.loop).result(10) == 1
     assert sorted(r.headers["webhook-id"] for r in receiver.requests) == sorted(events)
 

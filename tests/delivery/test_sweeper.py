@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pika
+import pytest
 from prometheus_client import REGISTRY
 
 from tests.conftest import amqp_channel, queue_messages, wait_until
@@ -80,7 +81,11 @@ def test_deliveries_held_by_a_worker_or_waiting_in_the_database_are_not_copied(
     assert queue_messages(settings.topology.primary) == []
 
 
-def test_nothing_is_swept_while_the_primary_queue_has_a_backlog(client: Any, tenant: Any, auth: Any, settings: Any) -> None:
+@pytest.mark.parametrize("queue", ["primary", "bulk"])
+def test_nothing_is_swept_while_the_primary_or_the_bulk_queue_has_a_backlog(
+    client: Any, tenant: Any, auth: Any, settings: Any, queue: str
+) -> None:
+    """A flooding tenant's deliveries wait their turn in the bulk queue: not lost either."""
     create_endpoint(client, auth(tenant), "http://127.0.0.1:9/hook")
     send(client, auth(tenant))
     wait_until(lambda: not Delivery.select().where(Delivery.enqueued_at.is_null()).exists())
@@ -90,11 +95,11 @@ def test_nothing_is_swept_while_the_primary_queue_has_a_backlog(client: Any, ten
     try:
         channel.confirm_delivery()
         for _ in range(sweeper.QUIET_QUEUE_BELOW):
-            channel.basic_publish("", settings.topology.primary, b"{}", pika.BasicProperties(delivery_mode=2))
+            channel.basic_publish("", getattr(settings.topology, queue), b"{}", pika.BasicProperties(delivery_mode=2))
     finally:
         connection.close()
     # The queue's count lags the confirms a little on a busy broker: wait until it shows them all.
-    wait_until(lambda: (sweeper.primary_ready(settings.amqp_url, settings.topology) or 0) >= sweeper.QUIET_QUEUE_BELOW)
+    wait_until(lambda: (sweeper.ready_to_deliver(settings.amqp_url, settings.topology) or 0) >= sweeper.QUIET_QUEUE_BELOW)
 
     assert sweep(settings) == 0, "a late delivery is waiting its turn in the queue"
 

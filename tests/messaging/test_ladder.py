@@ -55,4 +55,4 @@ def test_waiting_again_hops_to_the_longest_tier_that_does_not_overshoot():
 
 def test_queue_names_carry_the_delay():
     topology = Topology("webhooks", Ladder.parse("5s,30m"))
-    assert topology.all_queues() == ["webhooks.deliver", "webhooks.dead", "webhooks.wait.5s", "webhooks.wait.30m", "webhooks.wait.defer"]
+    assert topology.all_queues() == ["webhooks.deliver", "webhooks.bulk", "webhooks.dead", "webhooks.wait.5s", "webhooks.wait.30m", "webhooks.wait.defer"]

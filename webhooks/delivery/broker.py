@@ -1,8 +1,11 @@
 """The worker's broker session on the event loop: pika's ``AsyncioConnection``, awaited.
 
-One ``Session`` is two connections to the first broker node that answers (``AMQP_URL``
-may list a cluster's nodes): one consumes the primary queue with a prefetch window, the
-other publishes in confirm mode. A publish the broker refuses never closes the channel
+One ``Session`` is three connections to the first broker node that answers (``AMQP_URL``
+may list a cluster's nodes): one consumes the primary queue with a prefetch window, one
+consumes the bulk queue (a flooding tenant's new deliveries) with a window of its own, and
+the third publishes in confirm mode. The bulk queue has its own connection, and so its own
+socket: what the broker has sent of a flood and the worker has not read yet never stands
+in front of another tenant's message in the primary queue's stream. A publish the broker refuses never closes the channel
 that holds the unacknowledged messages, and RabbitMQ's flow control, which throttles a
 connection that publishes faster than its queues take messages by no longer reading its
 socket, never holds up the acks (RabbitMQ's guide advises separate connections for
@@ -52,8 +55,9 @@ OnMessage = Callable[[int, pika.BasicProperties, bytes], None]
 #: Unacknowledged messages per consuming channel, at most (channels of 2,000, 15 at the default
 #: prefetch, cost the worker enough CPU to slow a 2-core machine's ingestion by a fifth) ...
 CHANNEL_PREFETCH = 5_000
-#: ... over at most this many channels (a delivery tag carries its channel in its low bits).
-CHANNEL_SLOTS = 16
+#: ... over at most this many channels, the primary and the bulk queue's together (a delivery tag
+#: carries its channel in its low bits).
+CHANNEL_SLOTS = 32
 
 #: A closing session waits this long at most for the broker to confirm its connections closed
 #: (seconds), looking every ``CLOSE_POLL_SECONDS``.
@@ -94,10 +98,14 @@ class Session:
         #: Consumes (and acks); ``publishing`` publishes.
         self.connection: AsyncioConnection | None = None
         self.publishing: AsyncioConnection | None = None
+        #: Consumes the bulk queue (``consume``'s ``bulk``).
+        self.bulk_connection: AsyncioConnection | None = None
         #: The consuming channels: one from the start (it also asks the broker about queues), the rest in ``consume``.
         self.consumers: list[pika.channel.Channel] = []
         self.publisher: pika.channel.Channel | None = None
         self.consumer_tags: list[tuple[pika.channel.Channel, str]] = []
+        #: Channels consuming each queue (``consume``): ``workers`` divides the broker's consumer count by it.
+        self._channels_per_queue = 1
         self._published = 0
         self._confirms: dict[int, asyncio.Future[bool]] = {}
         self._returned: set[int] = set()
@@ -105,8 +113,10 @@ class Session:
     # -- opening ------------------------------------------------------------------------------
 
     async def open(self, parameters: Sequence[pika.URLParameters], timeout: float) -> None:
-        """Connect to the first node that answers (twice), open both channels (confirm mode on one)."""
+        """Connect to the first node that answers (three times), open the first consuming channel and the
+        publishing one (in confirm mode)."""
         self.connection = await self._connect(parameters, timeout)
+        self.bulk_connection = await self._connect(parameters, timeout)
         self.publishing = await self._connect(parameters, timeout)
         self.consumers = [await self._channel(self.connection)]
         self.publisher = await self._channel(self.publishing)
@@ -172,14 +182,20 @@ class Session:
         channels as this one (workers share ``WORKER_PREFETCH``)."""
         channel = self.consumer
         frame = await self._rpc(lambda callback: channel.queue_declare(queue, passive=True, callback=callback))
-        return -(-int(frame.method.consumer_count) // max(len(self.consumers), 1))
+        return -(-int(frame.method.consumer_count) // max(self._channels_per_queue, 1))
 
-    async def consume(self, queue: str, prefetch: int, on_message: OnMessage) -> None:
-        """Consume ``queue`` with ``prefetch`` unacknowledged messages at most, over ``consumer_channels``."""
-        assert self.connection is not None
+    async def consume(self, queue: str, prefetch: int, on_message: OnMessage, bulk: str | None = None) -> None:
+        """Consume ``queue`` with ``prefetch`` unacknowledged messages at most, over ``consumer_channels``,
+        and ``bulk`` (if given) with as many again on the bulk connection."""
+        assert self.connection is not None and self.bulk_connection is not None
         shares = consumer_channels(prefetch)
         self.consumers = [self.consumer] + [await self._channel(self.connection) for _ in shares[1:]]
-        for slot, (channel, share) in enumerate(zip(self.consumers, shares)):
+        queues, self._channels_per_queue = [queue] * len(shares), len(shares)
+        if bulk is not None:
+            self.consumers += [await self._channel(self.bulk_connection) for _ in shares]
+            queues += [bulk] * len(shares)
+            shares = shares * 2
+        for slot, (channel, share, name) in enumerate(zip(self.consumers, shares, queues)):
             await self._rpc(lambda callback, c=channel, n=share: c.basic_qos(prefetch_count=n, callback=callback))
 
             def deliver(_channel: Any, method: pika.spec.Basic.Deliver, properties: pika.BasicProperties, body: bytes,
@@ -187,7 +203,7 @@ class Session:
                 on_message(method.delivery_tag * CHANNEL_SLOTS + slot, properties, body)
 
             consumed: asyncio.Future[Any] = self.loop.create_future()
-            tag = channel.basic_consume(queue, deliver, callback=lambda frame, f=consumed: f.done() or f.set_result(frame))
+            tag = channel.basic_consume(name, deliver, callback=lambda frame, f=consumed: f.done() or f.set_result(frame))
             self.consumer_tags.append((channel, tag))
             await self._until(consumed)
 
@@ -289,13 +305,13 @@ class Session:
             if not future.done():
                 future.set_result(False)
         self._confirms.clear()
-        for connection in (self.connection, self.publishing):
+        for connection in (self.connection, self.bulk_connection, self.publishing):
             if connection is not None and connection.is_open:
                 connection.close()
 
     async def close(self) -> None:
         """Close the connections (unacknowledged messages go back to their queue)."""
-        for connection in (self.publishing, self.connection):
+        for connection in (self.publishing, self.bulk_connection, self.connection):
             if connection is not None and not (connection.is_closed or connection.is_closing):
                 try:
                     connection.close()
@@ -303,6 +319,7 @@ class Session:
                     pass
         deadline = self.loop.time() + CLOSE_TIMEOUT_SECONDS
         while self.loop.time() < deadline and not (
-                self.closed.done() and all(c is None or c.is_closed for c in (self.connection, self.publishing))):
+                self.closed.done() and all(c is None or c.is_closed
+                                           for c in (self.connection, self.bulk_connection, self.publishing))):
             await asyncio.sleep(CLOSE_POLL_SECONDS)
         self._close(SessionClosed("closed by the worker"))

@@ -202,7 +202,8 @@ class Engine:
                                    CONNECT_TIMEOUT_SECONDS)
                 await session.check_queues(self.topology.all_queues())
                 rt.broker.session = session
-                await session.consume(self.topology.primary, self.settings.worker_prefetch, self._on_message)
+                await session.consume(self.topology.primary, self.settings.worker_prefetch, self._on_message,
+                                      bulk=self.topology.bulk)
                 log.info("worker consuming %s (prefetch %d: up to %d calls in flight, %d messages waiting in memory; "
                          "up to %d calls in flight per endpoint)", self.topology.primary, self.settings.worker_prefetch,
                          self.budget.in_flight, self.budget.hold, rt.lanes.ceiling)

@@ -13,8 +13,8 @@ that made no attempt for ``IDLE_FOR_SECONDS`` (a delivery of an endpoint being w
 may be waiting its turn in a worker's memory: a lane holds about ``spill.HOLD_SECONDS`` of its
 pace, more for a slow endpoint). It publishes them again; their due time moves to now, so they
 are not picked again before another ``STUCK_AFTER_SECONDS``. It does so only while the primary
-queue holds almost nothing ready: with a backlog in the queue, a late delivery is simply
-waiting its turn there. A copy too many is harmless: the claim drops it (the held message,
+and bulk queues hold almost nothing ready: with a backlog in either, a late delivery is
+simply waiting its turn there (a flooding tenant's in the bulk queue). A copy too many is harmless: the claim drops it (the held message,
 when it comes back, finds its attempt made).
 """
 
@@ -46,21 +46,24 @@ IDLE_FOR_SECONDS = 30.0
 #: after ``STUCK_AFTER_SECONDS`` and ``IDLE_FOR_SECONDS`` have both passed.
 SWEEP_EVERY_SECONDS = 10.0
 
-#: How long the sweeper's look at the primary queue may wait for the broker (seconds).
+#: How long the sweeper's look at the primary and bulk queues may wait for the broker (seconds).
 QUEUE_LOOK_TIMEOUT_SECONDS = 2.0
 
-#: Sweep only while fewer messages than this wait ready in the primary queue.
+#: Sweep only while fewer messages than this wait ready in the primary and bulk queues together.
 QUIET_QUEUE_BELOW = 100
 
 
-def primary_ready(amqp_url: str, topology: Topology) -> int | None:
-    """Messages ready in the primary queue (None: the broker did not answer)."""
+def ready_to_deliver(amqp_url: str, topology: Topology) -> int | None:
+    """Messages ready in the queues workers consume, the primary and the bulk queue (None: the broker did
+    not answer)."""
     try:
         connection = pika.BlockingConnection(broker_parameters(amqp_url, QUEUE_LOOK_TIMEOUT_SECONDS))
     except pika.exceptions.AMQPError:
         return None
     try:
-        return connection.channel().queue_declare(topology.primary, passive=True).method.message_count
+        channel = connection.channel()
+        return sum(channel.queue_declare(queue, passive=True).method.message_count
+                   for queue in topology.delivery_queues())
     except pika.exceptions.AMQPError:
         return None
     finally:
@@ -70,7 +73,7 @@ def primary_ready(amqp_url: str, topology: Topology) -> int | None:
 
 def sweep(publisher: Publisher, topology: Topology, amqp_url: str, older_than: float = STUCK_AFTER_SECONDS) -> int:
     """Publish again the deliveries whose message was lost; how many."""
-    ready = primary_ready(amqp_url, topology)
+    ready = ready_to_deliver(amqp_url, topology)
     if ready is None or ready >= QUIET_QUEUE_BELOW:
         return 0
     rows = backlog.stuck(older_than, IDLE_FOR_SECONDS)

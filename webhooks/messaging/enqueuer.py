@@ -19,6 +19,7 @@ from flask import Flask
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.messaging.outbox import mark_enqueued, publish_messages
 from webhooks.messaging.publisher import Publisher
+from webhooks.messaging.shares import RecentShares
 from webhooks.messaging.topology import Topology
 from webhooks.turns import TurnQueue
 from webhooks.observability import tracing
@@ -85,14 +86,20 @@ class BackgroundEnqueuer:
     and took up to 1.6 s in the flood benchmark, with a lone tenant's event queued behind it.
     A tenant's messages reach the broker in the order they were submitted: its next message
     queues for the round, and the round waits for the express publish's confirms first.
+
+    A tenant that submitted far more than its share over the last second (``shares``) has its
+    messages published to the bulk queue rather than the primary one, whichever thread
+    publishes them: the workers read the two apart, so another tenant's message never waits
+    behind the flood's in the stream a worker was handed.
     """
 
     def __init__(self, publisher: Publisher, topology: Topology, batch: int = 500, spacing: float = 0.005,
                  release_after: float = 1.0, express_publisher: Publisher | None = None,
-                 mark_every: float = MARK_EVERY_SECONDS) -> None:
+                 mark_every: float = MARK_EVERY_SECONDS, shares: RecentShares | None = None) -> None:
         self.publisher, self.topology, self.batch = publisher, topology, batch
         self.spacing, self.release_after, self.mark_every = spacing, release_after, mark_every
         self.express_publisher = express_publisher
+        self.shares = shares or RecentShares()
         self._last_batch_start = float("-inf")
         self._queue: TurnQueue[DeliveryMessage] = TurnQueue(_tenant_of)
         self._express: queue.SimpleQueue[list[DeliveryMessage]] = queue.SimpleQueue()
@@ -117,6 +124,7 @@ class BackgroundEnqueuer:
             return
         self._ensure_thread()
         tenants = Counter(message.tenant_id for message in messages)
+        self.shares.add(tenants)
         with self._done:
             # Only behind others' work (a round being published or marked, or messages queued for the next one), and
             # never ahead of the tenant's own messages still waiting here (they keep their order).
@@ -217,7 +225,8 @@ class BackgroundEnqueuer:
         """Publish; the messages the broker confirmed (they are marked later)."""
         started, confirmed = tracing.now_ns(), 0
         try:
-            confirmed = publish_messages(publisher, self.topology, messages)
+            bulk = self.shares.over(message.tenant_id for message in messages)
+            confirmed = publish_messages(publisher, self.topology, messages, bulk)
         except Exception:  # noqa: BLE001 - the relay covers anything left unmarked
             log.exception("background publish of %d messages failed; the relay will publish them", len(messages))
         if tracing.on():

@@ -56,9 +56,12 @@ def message_for(delivery: Delivery, event: Event, trigger: str = "ladder") -> De
     )
 
 
-def publish_messages(publisher: Publisher, topology: Topology, messages: Sequence[DeliveryMessage]) -> int:
-    """Publish to the primary queue; returns how many (a prefix, in order) were confirmed."""
-    return publisher.publish([(topology.primary, *message.encode()) for message in messages])
+def publish_messages(publisher: Publisher, topology: Topology, messages: Sequence[DeliveryMessage],
+                     bulk: frozenset[str] = frozenset()) -> int:
+    """Publish to the primary queue (the messages of the tenants in ``bulk``: to the bulk queue);
+    returns how many (a prefix, in order) were confirmed."""
+    return publisher.publish([(topology.bulk if message.tenant_id in bulk else topology.primary, *message.encode())
+                              for message in messages])
 
 
 @retrying

@@ -1,4 +1,9 @@
-"""RabbitMQ topology: the exchange, the primary queue, one waiting queue per tier, the DLQ.
+"""RabbitMQ topology: the exchange, the primary and bulk queues, one waiting queue per tier, the DLQ.
+
+The bulk queue (``<prefix>.bulk``) takes the new deliveries of a tenant publishing far
+more than its share (``webhooks.messaging.shares``); workers consume it beside the
+primary queue on a connection of its own, so a flood waits there and not in front of
+everyone else's messages (``docs/architecture.md``, "A flood's own queue").
 
 Queue arguments are immutable once declared, so they are frozen here and the names
 carry what could change (the delay), so a new ladder declares new queues.
@@ -48,6 +53,14 @@ class Topology:
         return f"{self.prefix}.deliver"
 
     @property
+    def bulk(self) -> str:
+        return f"{self.prefix}.bulk"
+
+    def delivery_queues(self) -> list[str]:
+        """The queues workers consume: the primary and the bulk queue."""
+        return [self.primary, self.bulk]
+
+    @property
     def dead(self) -> str:
         return f"{self.prefix}.dead"
 
@@ -66,22 +79,23 @@ class Topology:
         return queues
 
     def all_queues(self) -> list[str]:
-        return [self.primary, self.dead, *self.wait_queues()]
+        return [self.primary, self.bulk, self.dead, *self.wait_queues()]
 
     def declare(self, channel: BlockingChannel) -> None:
         """Declare everything; idempotent, and a changed ladder only adds queues."""
         channel.exchange_declare(self.exchange, exchange_type="direct", durable=True)
         channel.queue_declare(self.dead, durable=True, arguments={"x-queue-type": "quorum"})
-        channel.queue_declare(
-            self.primary,
-            durable=True,
-            arguments={
-                **QUORUM,
-                "x-delivery-limit": DELIVERY_LIMIT,
-                "x-dead-letter-exchange": "",
-                "x-dead-letter-routing-key": self.dead,
-            },
-        )
+        for queue in self.delivery_queues():  # the bulk queue: declared by the same call on existing installations
+            channel.queue_declare(
+                queue,
+                durable=True,
+                arguments={
+                    **QUORUM,
+                    "x-delivery-limit": DELIVERY_LIMIT,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": self.dead,
+                },
+            )
         channel.queue_bind(self.primary, self.exchange, routing_key=DELIVER_KEY)
         for queue, ttl_ms in self.wait_queues().items():
             channel.queue_declare(
