@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from webhooks.catalog.filters import Filter, FilterIndex, compiled, event_view
 from webhooks.ingest.fallback import new_copy, tells_fallback

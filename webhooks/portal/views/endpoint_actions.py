@@ -27,7 +27,7 @@ def endpoint_toggle(endpoint_id: str, action: str) -> Response:
     return perform(
         action, "endpoint", endpoint.id,
         lambda: actions.set_endpoint_disabled(endpoint, disabling, "disabled in the portal" if disabling else None),
-        lambda _: (f"Endpoint disabled: nothing is sent to it, new deliveries wait until you enable it." if disabling
+        lambda _: ("Endpoint disabled: nothing is sent to it, new deliveries wait until you enable it." if disabling
                    else "Endpoint enabled: what waited for it is being sent, oldest first."),
         url_for("portal.endpoint", endpoint_id=endpoint.id), actor=visitor().actor,
     )
