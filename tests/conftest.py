@@ -36,6 +36,10 @@ from webhooks.storage.models import ALL_MODELS
 from webhooks.messaging.topology import Topology
 from webhooks.delivery.engine import Engine
 
+from tests.url_builders import reuse_url_builders
+
+reuse_url_builders()
+
 #: Fixtures of their own modules every test may ask for (a browser, the app served for it or for a client).
 pytest_plugins = ["tests.browser", "tests.live_api", "tests.key_clock", "tests.isolation"]
 
