@@ -81,11 +81,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Each test runs in one pass only where the two passes would run it alike.
 
     The SQLite pass (the default) leaves out the tests of PostgreSQL behaviour; the
-    PostgreSQL pass leaves out the tests that touch no database, which the SQLite pass
-    has run already. ``./dev test`` and CI run both passes."""
+    PostgreSQL pass leaves out the tests that touch no database, and the browser tests
+    (what Chromium shows and does; the queries behind those pages are tested without a
+    browser in both passes), which the SQLite pass has run already. ``./dev test`` and CI
+    run both passes."""
     if DATABASE_KIND == "postgresql":
-        left_out = [item for item in items
-                    if item.get_closest_marker("postgresql") is None and not touches_database(item)]
+        left_out = [item for item in items if item.get_closest_marker("postgresql") is None
+                    and (not touches_database(item) or "browser" in getattr(item, "fixturenames", ()))]
     else:
         left_out = [item for item in items if item.get_closest_marker("postgresql") is not None]
     if left_out:
