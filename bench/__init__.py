@@ -1,2 +1,1 @@
-"""The benchmarks: ``bench/run.py`` runs them (see ``bench/README.md``); ``bench/chaos.py`` and
-``bench/failover.py`` are the fault drills."""
+"""The benchmarks and the fault drills: ``bench/run.py`` runs them all (see ``bench/README.md``)."""

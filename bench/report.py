@@ -139,7 +139,7 @@ def _engine_targets(r: dict[str, Any], add: Add) -> None:
     add(_inflight_row(r.get("inflight")))
     add(latency_row(r, LATENCY_P99_MS))
     add(ladder_row(r))
-    add("| chaos run loses nothing, duplicates < 0.5 % | not part of `bench/run.py` (`bench/chaos.py`, a fault drill "
+    add("| chaos run loses nothing, duplicates < 0.5 % | not part of `bench/run.py` (`bench/run.py chaos`, a fault drill "
         "of its own) | not measured |")
     add("")
 

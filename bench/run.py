@@ -28,14 +28,17 @@ their options). ``--from-json bench/.logs/results.json`` only renders an earlier
 Every process, queue and database a run made is removed at exit, on Ctrl-C too. Logs of every
 process and the raw figures: ``bench/.logs/``. How to add a step: ``bench/README.md``.
 
-``bench/chaos.py`` and ``bench/failover.py`` are the fault drills (a pass or a fail, run by CI);
-``bench/cluster.py`` starts a RabbitMQ cluster of its own.
+``python bench/run.py MODE [options]`` runs one of ``MODES`` instead, in this interpreter (the
+service's packages suffice): the fault drills ``chaos`` and ``failover`` (their exit status is their
+pass or fail; CI runs ``chaos --quick``), ``cluster`` (a RabbitMQ cluster of its own, by hand) and
+``page-memory``.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -52,6 +55,10 @@ VENV = BENCH / ".venv"
 VENV_PYTHON = VENV / "bin" / "python"
 BENCH_REQUIREMENTS = BENCH / "requirements.txt"
 SERVICE_REQUIREMENTS = ROOT / "requirements.txt"
+
+#: The modes beside the benchmark: modules with ``add_arguments(parser)`` and ``main(args)`` (the exit status).
+MODES = {"chaos": "bench.drills.chaos", "failover": "bench.drills.failover", "cluster": "bench.kit.cluster",
+         "page-memory": "bench.drills.page_memory"}
 
 
 def _requirement_name(line: str) -> str | None:
@@ -98,10 +105,19 @@ def bootstrap() -> None:
         stamp.write_text(wanted)
     os.environ.setdefault("BENCH_COMMAND", shlex.join(["python", "bench/run.py", *sys.argv[1:]]))
     os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(Path(__file__).resolve()), *sys.argv[1:]])
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options of a run, or of a mode (``args.mode``: its name, None for a run)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in MODES:
+        mode = argparse.ArgumentParser(prog=f"bench/run.py {argv[0]}")
+        importlib.import_module(MODES[argv[0]]).add_arguments(mode)
+        return argparse.Namespace(**vars(mode.parse_args(argv[1:])), mode=argv[0])
     from bench.steps import STEPS
 
-    parser = argparse.ArgumentParser(description="Run the benchmark's steps and rewrite bench/RESULTS.md.")
+    parser = argparse.ArgumentParser(description="Run the benchmark's steps and rewrite bench/RESULTS.md; "
+                                     f"or `bench/run.py MODE --help`, MODE one of {', '.join(MODES)}.")
     parser.add_argument("--quick", action="store_true", help="small numbers: the whole run in a few minutes")
     parser.add_argument("--events", type=int, help="events per throughput contender (default 20000; --quick 3000)")
     parser.add_argument("--backlog", type=int, help="deliveries in the backlog scenario (default 100000; --quick 5000)")
@@ -121,10 +137,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.only.split(",")) - {step.name for step in STEPS} if args.only else set()
     if unknown:
         parser.error(f"--only: no step {', '.join(sorted(unknown))}")
-    return args
+    return argparse.Namespace(**vars(args), mode=None)
 
 
 def main() -> int:
+    if sys.argv[1:2] and sys.argv[1] in MODES:  # a mode runs here: no bench/.venv
+        sys.path.insert(0, str(ROOT))
+        from bench.kit.procs import install_exit_handlers
+
+        args = parse_args()
+        install_exit_handlers()
+        return importlib.import_module(MODES[args.mode]).main(args)
     bootstrap()
     sys.path.insert(0, str(ROOT))
     args = parse_args()

@@ -1,8 +1,8 @@
-"""``bench/chaos.py`` runs on a RabbitMQ node of its own: a one-node ``Cluster``, never the machine's broker.
+"""``python bench/run.py chaos`` runs on a RabbitMQ node of its own: a one-node ``Cluster``, never the machine's broker.
 
 Booting the node takes most of a minute, so these tests check the pieces (the one-node cluster's
 ports and URL, the worker the fault schedule kills and replaces, the source naming no shared
-broker); CI runs the drill itself (``bench/chaos.py --quick``).
+broker); CI runs the drill itself (``bench/run.py chaos --quick``).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import socket
 import sys
 from dataclasses import dataclass, field
 
-from bench.chaos import kill_a_worker
-from bench.cluster import Cluster, free_base_port
+from bench.drills.chaos import kill_a_worker
+from bench.kit.cluster import Cluster, free_base_port
 from bench.kit.procs import PROCS, Child
 
-CHAOS = pathlib.Path(__file__).resolve().parents[1] / "bench" / "chaos.py"
+CHAOS = pathlib.Path(__file__).resolve().parents[1] / "bench" / "drills" / "chaos.py"
 
 
 def test_a_one_node_cluster_has_one_node_on_its_own_ports(tmp_path: pathlib.Path) -> None:

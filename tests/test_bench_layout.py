@@ -1,9 +1,9 @@
 """The benchmark's layout: shared pieces below the steps, the report above them, one entry point on top.
 
-``bench/kit/`` (processes, services, the receiver and load programs, the stack, statistics) <
-``bench/peers/`` (the contenders' programs) < ``bench/steps/`` (one module per step, none importing
-another) < ``bench/report.py`` < the entry points (``run.py``; ``chaos.py`` and ``failover.py``, the
-fault drills CI runs; ``cluster.py``). Imports point only down that order, and never in a circle.
+``bench/kit/`` (processes, services, the receiver and load programs, the stack, the cluster,
+statistics) < ``bench/peers/`` (the contenders' programs) < ``bench/steps/`` (one module per step,
+none importing another) and ``bench/drills/`` (the fault drills) < ``bench/report.py`` < the one entry
+point, ``bench/run.py``. Imports point only down that order, and never in a circle.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ import pytest
 BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
 
 #: Each part's place; a module may import from its own place or a lower one.
-ORDER = {"kit": 0, "peers": 1, "steps": 2, "report": 3, "top": 4}
+ORDER = {"kit": 0, "peers": 1, "steps": 2, "drills": 2, "report": 3, "top": 4}
 
-#: Modules that run as programs of their own (``if __name__ == "__main__"``): the entry points,
+#: Modules that run as programs of their own (``if __name__ == "__main__"``): the entry point,
 #: and the programs the steps start as processes.
-PROGRAMS = {"bench.run", "bench.chaos", "bench.failover", "bench.cluster", "bench.attempt_page_memory", "bench.kit.receiver", "bench.kit.loadgen",
-            "bench.kit.otlp_sink",
+PROGRAMS = {"bench.run", "bench.kit.receiver", "bench.kit.loadgen", "bench.kit.otlp_sink",
             "bench.peers.async_floor", "bench.peers.floor", "bench.peers.preload"}
 
 
@@ -34,9 +33,9 @@ MODULES = {module_of(path): path for path in sorted(BENCH.rglob("*.py")) if ".ve
 
 def place(module: str) -> str:
     parts = module.split(".")
-    if len(parts) > 2 and parts[1] in ("kit", "peers", "steps"):
+    if len(parts) > 2 and parts[1] in ("kit", "peers", "steps", "drills"):
         return parts[1]
-    if module in ("bench.kit", "bench.peers", "bench.steps"):
+    if module in ("bench.kit", "bench.peers", "bench.steps", "bench.drills"):
         return parts[1]
     return "report" if module == "bench.report" else "top"
 
@@ -61,11 +60,21 @@ def test_every_import_points_down() -> None:
     assert upward == []
 
 
-def test_no_step_imports_another_step() -> None:
-    steps = {module for module in MODULES if place(module) == "steps" and module != "bench.steps"}
-    between = [f"{module} imports {target}" for module in sorted(steps) for target in sorted(imports(module) & steps)]
+@pytest.mark.parametrize("part", ["steps", "drills"])
+def test_no_step_or_drill_imports_another(part: str) -> None:
+    modules = {module for module in MODULES if place(module) == part and module != f"bench.{part}"}
+    between = [f"{module} imports {target}" for module in sorted(modules)
+               for target in sorted(imports(module) & {m for m in MODULES if place(m) in ("steps", "drills")})]
 
     assert between == []
+
+
+def test_every_mode_of_the_entry_point_is_a_module_with_its_options_and_main() -> None:
+    from bench.run import MODES, parse_args
+
+    for mode, module in MODES.items():
+        assert module in MODULES, mode
+        assert parse_args([mode, "url"] if mode == "cluster" else [mode]).mode == mode
 
 
 def test_no_module_imports_itself_through_others() -> None:
@@ -85,7 +94,7 @@ def test_no_module_imports_itself_through_others() -> None:
     assert circles == []
 
 
-def test_only_the_entry_points_and_the_programs_the_steps_start_run_on_their_own() -> None:
+def test_only_the_entry_point_and_the_programs_the_steps_start_run_on_their_own() -> None:
     def runs_on_its_own(path: pathlib.Path) -> bool:
         return any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
                    for node in ast.parse(path.read_text()).body)

@@ -1,4 +1,4 @@
-"""What a fault run checks once the load is over, shared by ``bench/chaos.py`` and ``bench/failover.py``:
+"""What a fault run checks once the load is over, shared by the drills of ``bench/drills/``:
 whether deliveries have settled, whether every delivered delivery has its attempt logged, which
 accepted events reached the receiver (lost, duplicates), and the verdict printed at the end."""
 

@@ -245,7 +245,7 @@ class RssSampler:
             self._stop.wait(self.interval)
 
     def sample(self) -> None:
-        import psutil  # the benchmark's own virtualenv has it; the service's (bench/failover.py) need not
+        import psutil  # the benchmark's own virtualenv has it; the service's (the drills') need not
 
         rss: dict[int, int] = {}
         for child in self.children:

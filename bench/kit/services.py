@@ -2,7 +2,7 @@
 fresh databases, queue depths, deleting what a run declared, versions, and what the machine is.
 
 Only the standard library, pika and psycopg2, so it imports from the service's virtualenv too
-(``bench/chaos.py`` and ``bench/failover.py`` run there).
+(the fault drills of ``bench/drills/`` run there).
 """
 
 from __future__ import annotations
@@ -106,8 +106,9 @@ class Sql:
 # -- RabbitMQ ------------------------------------------------------------------------------------
 
 
-def amqp_connection() -> pika.BlockingConnection:
-    return pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+def amqp_connection(url: str = AMQP_URL) -> pika.BlockingConnection:
+    """A connection to the broker of ``url`` (``AMQP_URL``'s comma-separated nodes: the first that answers)."""
+    return pika.BlockingConnection([pika.URLParameters(node) for node in url.split(",")])
 
 
 def rabbitmq_version() -> str:
@@ -119,8 +120,9 @@ def rabbitmq_version() -> str:
         connection.close()
 
 
-def queue_depth(name: str) -> int:
-    connection = amqp_connection()
+def queue_depth(name: str, url: str = AMQP_URL) -> int:
+    """Messages in queue ``name`` on the broker of ``url``."""
+    connection = amqp_connection(url)
     try:
         return connection.channel().queue_declare(name, passive=True).method.message_count
     finally:

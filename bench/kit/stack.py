@@ -114,7 +114,7 @@ class ServiceStack:
         CLEANUP.add(f"drop database {self.prefix}", lambda: services.drop_database(self.prefix))
         self.own_broker = (env or {}).get("AMQP_URL", services.AMQP_URL) == services.AMQP_URL
         if self.own_broker:
-            # (A stack on a broker of its own, such as bench/cluster.py's, goes away with it.)
+            # (A stack on a broker of its own, such as a drill's, goes away with it.)
             CLEANUP.add(f"delete queues {self.prefix}.*", self.delete_queues)
         self.env = {
             "DATABASE_URL": self.database_url,

@@ -1,4 +1,4 @@
-"""Against a real 3-node RabbitMQ cluster (``bench/cluster.py``, on loopback, beside the test broker):
+"""Against a real 3-node RabbitMQ cluster (``bench/kit/cluster.py``, on loopback, beside the test broker):
 quorum queues have a replica on every node, lose nothing when their leader is killed, and the
 publisher carries on through another node.
 
@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from bench.cluster import Cluster, free_base_port
+from bench.kit.cluster import Cluster, free_base_port
 from tests.conftest import SESSION_PREFIX, wait_until
 from webhooks.messaging.brokers import connect
 from webhooks.config import Settings
@@ -64,7 +64,7 @@ def batch(queue: str, count: int, start: int = 0) -> list[tuple[str, bytes, dict
 
 def _leader_if_listed(cluster: Cluster, queue: str) -> str | None:
     """The queue's leader, or None while no running node lists it: for a moment after its leader
-    is killed the others may leave it out of ``list_queues`` (as ``bench/failover.py`` allows)."""
+    is killed the others may leave it out of ``list_queues`` (as the failover drill allows)."""
     try:
         return cluster.leader(queue)[0]
     except KeyError:

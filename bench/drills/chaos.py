@@ -1,8 +1,8 @@
 """Chaos run: real processes, a RabbitMQ node of its own and PostgreSQL, faults injected while events flow.
 
-Usage: ``python bench/chaos.py [--events 3000] [--rate 50] [--quick]``
+Usage: ``python bench/run.py chaos [--events 3000] [--rate 50] [--quick]``
 
-Starts a one-node RabbitMQ of the run's own (``bench/cluster.py``: the machine's shared
+Starts a one-node RabbitMQ of the run's own (``bench/kit/cluster.py``: the machine's shared
 broker is never touched) and, on a fresh PostgreSQL database, the service the Procfile's
 way (``bench/kit/stack.py``: gunicorn with 2 web processes, 2 delivery workers and the
 clock) delivering to a local receiver. A client sends events at a steady rate, each with
@@ -27,26 +27,19 @@ import os
 import random
 import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import pika
 
-import pika  # noqa: E402
-
-from bench.cluster import Cluster, free_base_port  # noqa: E402
-from bench.kit import outcomes  # noqa: E402
-from bench.kit.procs import CLEANUP, PROCS, Deadline, install_exit_handlers, log  # noqa: E402
-from bench.kit.receiver_process import Receiver  # noqa: E402
-from bench.kit.services import machine_line  # noqa: E402
-from bench.kit.stack import ServiceStack  # noqa: E402
-from webhooks.messaging.brokers import connect  # noqa: E402
+from bench.kit import drill, outcomes
+from bench.kit.cluster import Cluster
+from bench.kit.procs import PROCS, log
+from bench.kit.receiver_process import Receiver
+from bench.kit.stack import ServiceStack
+from webhooks.messaging.brokers import connect
 
 #: The poison message: not JSON, so no worker can take it for a delivery.
 POISON_BODY = b"\x00chaos: not a delivery message"
@@ -110,38 +103,26 @@ def dead_letters(stack: ServiceStack) -> int:
     return count
 
 
-def settled(stack: ServiceStack, accepted: set[str], receiver: Receiver) -> bool:
-    """Every accepted event arrived and no delivery is still waiting for an attempt."""
-    received = {webhook_id for _, webhook_id, _ in receiver.dump()}
-    return accepted <= received and outcomes.unfinished_deliveries(stack.sql) == 0
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", type=int, default=3000)
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--quick", action="store_true", help="CI size: 600 events at 40/s, no PostgreSQL restart")
     parser.add_argument("--settle", type=float, default=180.0, help="seconds to wait for deliveries after the load")
-    args = parser.parse_args()
+
+
+def main(args: argparse.Namespace) -> int:
     if args.quick:
         args.events, args.rate = 600, 40.0
-    install_exit_handlers()
-    cluster = Cluster(Path(tempfile.mkdtemp(prefix="chaos-broker-")), free_base_port(nodes=1),
-                      name=f"chaos-{os.getpid()}", nodes=1)
-    CLEANUP.add("stop the broker", cluster.stop)
+    cluster = drill.own_broker("chaos", nodes=1)
     started = time.monotonic()
     booting = ThreadPoolExecutor(1).submit(cluster.start)  # the node boots while the database is migrated
     receiver = Receiver("chaos-receiver").start()
-    stack = ServiceStack("chaos", {"AMQP_URL": cluster.amqp_url, "RETRY_LADDER": "1s,2s,5s,10s,30s",
-                                   "DELIVERY_TIMEOUT": "5", "RELAY_GRACE": "3", "LOG_LEVEL": "INFO"})
-    CLEANUP.add("stop the service", stack.close)
+    stack = drill.service("chaos", cluster, {"RETRY_LADDER": "1s,2s,5s,10s,30s"})
     stack.release(queues=False)
     booting.result()
     log(f"RabbitMQ node and database ready in {time.monotonic() - started:.0f} s: {cluster.amqp_url}")
     stack.release(database=False)
-    stack.start_web()
-    stack.start_workers(2)
-    stack.start_clock()
+    drill.start(stack)
     tenant = stack.tenant("chaos")
     stack.endpoint(tenant, receiver.url("/hook"))
     duration = args.events / args.rate
@@ -153,10 +134,8 @@ def main() -> int:
     stop.set()
     chaos.join()
     accepted = {row["id"] for row in sent if row["status"] == 202}
-    log(f"load done; waiting up to {args.settle:.0f}s for deliveries to settle")
-    deadline = Deadline(args.settle, "settling")
-    while deadline.left() > 0 and not settled(stack, accepted, receiver):
-        time.sleep(1)
+    drill.settle(args.settle, lambda: accepted <= {webhook_id for _, webhook_id, _ in receiver.dump()}
+                 and outcomes.unfinished_deliveries(stack.sql) == 0)
     results = {
         **outcomes.arrivals(accepted, [webhook_id for _, webhook_id, _ in receiver.dump()]),
         "attempt log missing": outcomes.missing_attempt_logs(stack.sql),
@@ -164,8 +143,7 @@ def main() -> int:
         "refused then retried (non-202)": sum(len(row.get("refusals", [])) for row in sent),
         **{f"status {k}": v for k, v in outcomes.status_counts(stack.sql).items()},
     }
-    print(machine_line())
-    print(f"command: python bench/chaos.py {' '.join(sys.argv[1:])}")
+    drill.heading("chaos")
     for name, value in results.items():
         print(f"{name}: {value:.4f}" if isinstance(value, float) else f"{name}: {value}")
     checks = {
@@ -174,7 +152,3 @@ def main() -> int:
         "poison message dead-lettered once": results["poison in DLQ"] == 1,
     }
     return outcomes.verdict("chaos", checks)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,30 +2,27 @@
 cap, issue 36 item 3): how large the answer to ``GET /v1/endpoints/<id>/attempts?limit=250`` is,
 and how much the web process's peak RSS grows while answering it.
 
-Usage: ``python bench/attempt_page_memory.py [--no-budget]`` (``--no-budget``: the page as it was
+Usage: ``python bench/run.py page-memory [--no-budget]`` (``--no-budget``: the page as it was
 before the budget, for comparison; SQLite in a temporary directory, an in-process
 app with Flask's test client; takes about a minute).
 """
 
 from __future__ import annotations
 
+import argparse
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from app import create_app  # noqa: E402
-from webhooks.cli import create_tenant  # noqa: E402
-from webhooks.config import Settings  # noqa: E402
-from webhooks.sealing import new_key  # noqa: E402
-from webhooks.storage.db import database  # noqa: E402
-from webhooks.storage.ids import new_id  # noqa: E402
-from webhooks.storage.models import Attempt, Delivery, Endpoint, Event  # noqa: E402
-from webhooks.storage.timeutil import utcnow  # noqa: E402
+from app import create_app
+from webhooks.cli import create_tenant
+from webhooks.config import Settings
+from webhooks.sealing import new_key
+from webhooks.storage.db import database
+from webhooks.storage.ids import new_id
+from webhooks.storage.models import Attempt, Delivery, Endpoint, Event
+from webhooks.storage.timeutil import utcnow
 
 ROWS = 250
 HEADERS = {f"x-big-{n}": "v" * 8000 for n in range(120)}
@@ -43,8 +40,12 @@ def reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # Linux: the peak RSS starts again from the current RSS
 
 
-def main() -> None:
-    if "--no-budget" in sys.argv:  # the page as it was before issue 36 item 3, for comparison
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-budget", action="store_true", help="the page as it was before the budget, to compare")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.no_budget:  # the page as it was before issue 36 item 3, for comparison
         from webhooks.api import common
         common.MAX_ATTEMPT_PAGE_CHARS = 1 << 62
     directory = tempfile.mkdtemp(prefix="attempt-page-")
@@ -78,7 +79,4 @@ def main() -> None:
     print(f"{ROWS} attempts of 961 KB stored; GET ?limit={ROWS}: {response.status_code}, "
           f"{len(response.data) / 1e6:.1f} MB, {len(page['data'])} rows, has_more={page['has_more']}, "
           f"peak RSS {before:.0f} -> {peak_rss_mb():.0f} MB, {took:.2f} s")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -1,9 +1,9 @@
 """Losing a RabbitMQ node under load: the service on a 3-node cluster, the leader of its primary queue killed.
 
-Usage: ``python bench/failover.py [--rate 200] [--seconds 300] [--down 45] [--leave-down] [--quick]``
-(run it with the service's virtualenv; it never touches the machine's own broker).
+Usage: ``python bench/run.py failover [--rate 200] [--seconds 300] [--down 45] [--leave-down] [--quick]``
+(it runs in the service's virtualenv; it never touches the machine's own broker).
 
-Starts a 3-node RabbitMQ cluster (``bench/cluster.py``) and, on a fresh PostgreSQL
+Starts a 3-node RabbitMQ cluster (``bench/kit/cluster.py``) and, on a fresh PostgreSQL
 database, the service the Procfile's way with ``AMQP_URL`` listing the three nodes:
 ``gunicorn`` with 2 web processes, 2 workers and the clock, on a short ladder
 (``1s,2s,4s``). Four endpoints on a local receiver (``bench/kit/receiver.py``), each for one
@@ -30,8 +30,6 @@ import argparse
 import json
 import os
 import re
-import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -41,18 +39,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.cluster import DLX_CONFIRM_TIMEOUT_MS, Cluster, free_base_port  # noqa: E402
-from bench.kit import outcomes  # noqa: E402
-from bench.kit.procs import CLEANUP, Deadline, install_exit_handlers, log  # noqa: E402
-from bench.kit.receiver import FLAKY_PREFIX, flaky_failures  # noqa: E402
-from bench.kit.receiver_process import Receiver  # noqa: E402
-from bench.kit.services import machine_line, postgres_version  # noqa: E402
-from bench.kit.stack import ServiceStack  # noqa: E402
-from bench.kit.stats import percentile  # noqa: E402
-from webhooks.messaging.brokers import connect  # noqa: E402
+from bench.kit import drill, outcomes
+from bench.kit.cluster import DLX_CONFIRM_TIMEOUT_MS, Cluster
+from bench.kit.procs import log
+from bench.kit.receiver import FLAKY_PREFIX, flaky_failures
+from bench.kit.receiver_process import Receiver
+from bench.kit.services import postgres_version, queue_depth
+from bench.kit.stack import ServiceStack
+from bench.kit.stats import percentile
 
 #: The ladder of the run: short, so retries and dead letters happen within the run.
 LADDER = "1s,2s,4s"
@@ -243,7 +237,7 @@ def analyse(stack: ServiceStack, sent: list[dict[str, Any]], dump: list[tuple[fl
         "attempts recorded": stack.sql.value("SELECT count(*) FROM attempt"),
         "status in the database disagrees with the receiver": mismatched,
         "attempt log missing": outcomes.missing_attempt_logs(stack.sql),
-        "messages in the dead-letter queue": dead_letters(stack),
+        "messages in the dead-letter queue": queue_depth(f"{stack.prefix}.dead", stack.env["AMQP_URL"]),
         **{f"status {k}": v for k, v in outcomes.status_counts(stack.sql).items()},
         "refused requests (all)": sum(len(row.get("refusals", [])) for row in sent),
         "idempotent replays (a retry found its event already accepted)": sum(bool(row.get("replayed")) for row in sent),
@@ -304,16 +298,7 @@ def analyse(stack: ServiceStack, sent: list[dict[str, Any]], dump: list[tuple[fl
     return results, checks
 
 
-def dead_letters(stack: ServiceStack) -> int:
-    connection = connect(stack.env["AMQP_URL"], 5.0)
-    try:
-        return connection.channel().queue_declare(f"{stack.prefix}.dead", passive=True).method.message_count
-    finally:
-        connection.close()
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="events per second")
     parser.add_argument("--seconds", type=float, default=300.0, help="how long events are posted")
     parser.add_argument("--down", type=float, default=45.0, help="seconds a killed node stays down")
@@ -322,30 +307,26 @@ def main() -> int:
     parser.add_argument("--leave-down", action="store_true", help="the second killed node is not restarted")
     parser.add_argument("--kills", type=int, choices=(0, 1, 2), default=2, help="node kills (0: a baseline run)")
     parser.add_argument("--rabbitmq-defaults", action="store_true",
-                        help="keep RabbitMQ's 180 s dead-letter confirm timeout instead of bench/cluster.py's 5 s")
-    args = parser.parse_args()
+                        help="keep RabbitMQ's 180 s dead-letter confirm timeout instead of bench/kit/cluster.py's 5 s")
+
+
+def main(args: argparse.Namespace) -> int:
     if args.quick:
         args.rate, args.seconds, args.down, args.settle = 50.0, 60.0, 10.0, 300.0
     kill_at = (args.seconds * 0.15, args.seconds * 0.55)[:args.kills]
-    install_exit_handlers()
-    cluster = Cluster(Path(tempfile.mkdtemp(prefix="failover-cluster-")), free_base_port(), name=f"failover-{os.getpid()}",
-                      dlx_confirm_timeout_ms=None if args.rabbitmq_defaults else DLX_CONFIRM_TIMEOUT_MS)
-    CLEANUP.add("stop the cluster", cluster.stop)
+    cluster = drill.own_broker("failover", dlx_confirm_timeout_ms=None if args.rabbitmq_defaults
+                               else DLX_CONFIRM_TIMEOUT_MS)
     started = time.monotonic()
     cluster.start()
     log(f"3-node cluster up in {time.monotonic() - started:.0f} s: {cluster.amqp_url}")
-    stack = ServiceStack("failover", {
-        "AMQP_URL": cluster.amqp_url, "RETRY_LADDER": LADDER, "DELIVERY_TIMEOUT": "5", "RELAY_GRACE": "3",
-        "LOG_LEVEL": "INFO", "WORKER_THREADS": "8", "ENDPOINT_MAX_IN_FLIGHT": "16",
+    stack = drill.service("failover", cluster, {
+        "RETRY_LADDER": LADDER, "WORKER_THREADS": "8", "ENDPOINT_MAX_IN_FLIGHT": "16",
         # Endpoint health is another run's subject: a flaky endpoint stays online here.
         "OFFLINE_AFTER_FAILURES": "1000000",
     })
-    CLEANUP.add("stop the service", stack.close)
     stack.release()
     receiver = Receiver("failover-receiver").start()
-    stack.start_web()
-    stack.start_workers(2)
-    stack.start_clock()
+    drill.start(stack)
     tenant = stack.tenant("failover")
     for event_type, path in ROUTES.items():
         stack.endpoint(tenant, receiver.url(path), event_types=[event_type])
@@ -363,20 +344,16 @@ def main() -> int:
         if faults.error is not None:
             raise faults.error
         time.sleep(0.5)
-    log(f"waiting up to {args.settle:.0f} s for deliveries to settle")
-    deadline = Deadline(args.settle, "settling")
-    while outcomes.unfinished_deliveries(stack.sql) > 0 and deadline.left() > 0:
+
+    def settled() -> bool:
         stack.check_alive()
-        time.sleep(2)
+        return outcomes.unfinished_deliveries(stack.sql) == 0
+
+    drill.settle(args.settle, settled, every=2.0)
     time.sleep(2)  # requests still on the wire
     results, checks = analyse(stack, sent, receiver.dump(), faults, load_start)
-    print(machine_line())
-    print(f"command: python bench/failover.py {' '.join(sys.argv[1:])}")
+    drill.heading("failover")
     print(f"RabbitMQ {cluster.ctl(cluster.nodes[0], 'version').strip()}, 3 nodes, dead-letter confirm timeout "
           f"{cluster.dlx_confirm_timeout_ms or 180000} ms; PostgreSQL {postgres_version()}")
     print(json.dumps(results, indent=2, default=str))
     return outcomes.verdict("failover", checks)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,13 +2,13 @@
 
 Usage (from the repository root; RabbitMQ's own packages must be installed)::
 
-    python bench/cluster.py start           # three nodes, joined; prints the AMQP_URL list
-    python bench/cluster.py url             # the AMQP_URL list again
-    python bench/cluster.py status          # which nodes run, and the cluster as node 1 sees it
-    python bench/cluster.py leader QUEUE    # the node leading a quorum queue, and its members
-    python bench/cluster.py kill 2          # kill -9 node 2
-    python bench/cluster.py restart 2       # start node 2 again (it rejoins by itself)
-    python bench/cluster.py stop            # stop every node and remove every file
+    python bench/run.py cluster start           # three nodes, joined; prints the AMQP_URL list
+    python bench/run.py cluster url             # the AMQP_URL list again
+    python bench/run.py cluster status          # which nodes run, and the cluster as node 1 sees it
+    python bench/run.py cluster leader QUEUE    # the node leading a quorum queue, and its members
+    python bench/run.py cluster kill 2          # kill -9 node 2
+    python bench/run.py cluster restart 2       # start node 2 again (it rejoins by itself)
+    python bench/run.py cluster stop            # stop every node and remove every file
 
 Each node has its own node name (``webhooks-cluster-1@localhost`` …), AMQP port
 (5681, 5682, 5683 by default: ``--base-port``), Erlang distribution port (base + 20000),
@@ -22,7 +22,7 @@ port 5672 and its ``rabbitmq-env.conf`` names that node, so every node gets its 
 both. Before signalling a process the script checks in ``/proc`` that it runs one of
 its own nodes.
 
-Importable: ``Cluster`` does the same for tests, ``bench/failover.py`` and (one node) ``bench/chaos.py``.
+``Cluster`` does the same for tests and the drills (``bench/drills/failover.py``; one node: ``bench/drills/chaos.py``).
 """
 
 from __future__ import annotations
@@ -322,42 +322,35 @@ class Cluster:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where the nodes keep their files")
     parser.add_argument("--base-port", type=int, default=BASE_PORT, help="AMQP port of node 1 (default %(default)s)")
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("start")
-    commands.add_parser("url")
-    commands.add_parser("status")
-    commands.add_parser("stop")
-    leader = commands.add_parser("leader")
-    leader.add_argument("queue")
-    for name in ("kill", "restart"):
-        commands.add_parser(name).add_argument("node", type=int, help="1, 2 or 3")
-    args = parser.parse_args(argv)
+    parser.add_argument("command", choices=("start", "url", "status", "leader", "kill", "restart", "stop"))
+    parser.add_argument("target", nargs="?", help="leader: the queue; kill, restart: the node (1, 2 or 3)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """``python bench/run.py cluster COMMAND``: start, inspect, kill, restart or stop the cluster."""
     cluster = Cluster(args.dir, args.base_port)
+    if args.command in ("leader", "kill", "restart") and args.target is None:
+        raise SystemExit(f"cluster {args.command}: name the {'queue' if args.command == 'leader' else 'node'}")
     if args.command == "start":
         started = time.monotonic()
         url = cluster.start()
         print(f"cluster of {NODES} nodes up in {time.monotonic() - started:.0f} s; stop it with: "
-              f"python bench/cluster.py stop", file=sys.stderr)
+              f"python bench/run.py cluster stop", file=sys.stderr)
         print(url)
     elif args.command == "url":
         print(cluster.amqp_url)
     elif args.command == "status":
         print(cluster.status())
     elif args.command == "leader":
-        leader_name, members = cluster.leader(args.queue)
+        leader_name, members = cluster.leader(args.target)
         print(f"{leader_name} (members: {', '.join(members)})")
     elif args.command == "kill":
-        cluster.kill(cluster.node(args.node))
+        cluster.kill(cluster.node(int(args.target)))
     elif args.command == "restart":
-        cluster.restart(cluster.node(args.node))
-    elif args.command == "stop":
+        cluster.restart(cluster.node(int(args.target)))
+    else:
         cluster.stop()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
