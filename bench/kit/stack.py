@@ -32,7 +32,6 @@ from bench.kit.procs import (
     CLEANUP, PROCS, PYTHON, ROOT, Child, Deadline, RssSampler, ScenarioTimeout, log, wait_port,
 )
 from bench.kit.payload import EVENT_TYPE, event_request
-from bench.kit.receiver_process import Receiver
 from bench.kit.services import Sql
 from bench.kit.stats import percentile, steady_rate
 from bench.kit.wrk import lua_post_script, run_wrk

@@ -22,6 +22,12 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[rank - 1]
 
 
+def summary(values: Sequence[float], points: Sequence[int] = (50, 99), digits: int = 2) -> dict[str, float]:
+    """How many ``values`` (latencies in ms) there are, their percentiles ``points`` and the largest, rounded."""
+    return {"count": len(values), **{f"p{p}_ms": round(percentile(values, p), digits) for p in points},
+            "max_ms": round(max(values, default=float("nan")), digits)}
+
+
 def steady_window(times: Sequence[float], warmup: float = WARMUP) -> list[float]:
     """The arrivals a rate is measured on: in order, after discarding the first ``warmup`` share."""
     ordered = sorted(times)

@@ -13,21 +13,19 @@ the two schemas on the same machine.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from typing import Any
 
+from bench.kit.in_process import in_process
 from bench.kit.markdown import Add, heading
 from bench.kit.procs import Deadline
-from bench.kit.services import drop_database, fresh_database
 from bench.kit.step import Context, Results, Step
-from webhooks.cli import migrate
 from webhooks.delivery.claims import ClaimState, claim_many
 from webhooks.delivery.records import Outcome, record_many
 from webhooks.messaging.messages import DeliveryMessage
 from webhooks.storage import db
 from webhooks.storage.ids import new_id
-from webhooks.storage.models import Delivery, Endpoint, Event, Tenant
+from webhooks.storage.models import Delivery, Event
 from webhooks.storage.timeutil import utcnow
 
 #: The indexes migration 0013 dropped: (table, name, columns).
@@ -45,20 +43,18 @@ REQUEST_HEADERS = {"webhook-id": "msg_x", "webhook-timestamp": "1795000000", "co
 RESPONSE_HEADERS = {"content-type": "text/plain; charset=utf-8", "content-length": "2", "date": "Tue, 24 Nov 2026"}
 
 
-def _seed(count: int) -> list[DeliveryMessage]:
-    tenant = Tenant.create(id=new_id("ten"), name="hot-path")
-    endpoint = Endpoint.create(id=new_id("ep"), tenant=tenant, url="http://127.0.0.1:9/hook", secret="whsec_" + "A" * 32)
+def _seed(count: int, tenant: str, endpoint: str) -> list[DeliveryMessage]:
     messages: list[DeliveryMessage] = []
     created = utcnow()
     for start in range(0, count, 1000):
         events, deliveries = [], []
         for n in range(start, min(count, start + 1000)):
             event_id, delivery_id = new_id("evt"), new_id("dlv")
-            events.append({"id": event_id, "tenant": tenant.id, "seq": n + 1, "event_type": "order.created",
+            events.append({"id": event_id, "tenant": tenant, "seq": n + 1, "event_type": "order.created",
                            "payload": {"n": n}, "created_at": created})
-            deliveries.append({"id": delivery_id, "tenant": tenant.id, "event": event_id, "endpoint": endpoint.id,
+            deliveries.append({"id": delivery_id, "tenant": tenant, "event": event_id, "endpoint": endpoint,
                                "status": "pending", "created_at": created, "updated_at": created})
-            messages.append(DeliveryMessage(delivery_id, event_id, endpoint.id, tenant.id, "order.created",
+            messages.append(DeliveryMessage(delivery_id, event_id, endpoint, tenant, "order.created",
                                             created.isoformat() + "Z", {"n": n}))
         with db.write():
             Event.insert_many(events).execute()
@@ -81,14 +77,11 @@ def hot_path_sql(context: Context, deadline: Deadline) -> Results:
     import psutil  # the benchmark's own virtualenv has it; the service's, where the tests import this, need not
 
     args = context.args
-    name = f"bench_hot_path_{os.getpid()}"
-    try:
-        db.init_database(fresh_database(name))
-        migrate()
+    with in_process("hot_path") as service:
         if args.indexes_before_0013:
             for table, index, columns in BEFORE_0013:
                 db.database.execute_sql(f'CREATE INDEX "{index}" ON "{table}" ({columns})')
-        messages = _seed(args.deliveries)
+        messages = _seed(args.deliveries, service.tenant["id"], service.endpoint)
         backend = psutil.Process(db.database.execute_sql("SELECT pg_backend_pid()").fetchone()[0])
         before, started = backend.cpu_times(), time.perf_counter()
         for start in range(0, len(messages), args.claim_batch):
@@ -99,12 +92,9 @@ def hot_path_sql(context: Context, deadline: Deadline) -> Results:
         elapsed, after = time.perf_counter() - started, backend.cpu_times()
         cpu = (after.user + after.system) - (before.user + before.system)
         attempts = db.database.execute_sql("SELECT count(*) FROM attempt").fetchone()[0]
-        schema = "indexes before 0013" if args.indexes_before_0013 else "latest schema"
-        return {"schema": schema, "attempts": attempts, "batch": args.claim_batch,
-                "backend_cpu_ms_per_attempt": 1000 * cpu / attempts, "attempts_per_s": attempts / elapsed}
-    finally:
-        db.database.obj.close_all()
-        drop_database(name)
+    schema = "indexes before 0013" if args.indexes_before_0013 else "latest schema"
+    return {"schema": schema, "attempts": attempts, "batch": args.claim_batch,
+            "backend_cpu_ms_per_attempt": 1000 * cpu / attempts, "attempts_per_s": attempts / elapsed}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,24 +13,19 @@ app's and the database's, no network), reporting p50, p95 and the slowest. Targe
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import platform
-import secrets
-import statistics
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
+from bench.kit.in_process import in_process
 from bench.kit.markdown import Add, heading
 from bench.kit.procs import Deadline
 from bench.kit.seed import seed
-from bench.kit.services import AMQP_URL, drop_database, fresh_database
+from bench.kit.stats import summary
 from bench.kit.step import Context, Results, Step
-from app import create_app
-from webhooks.cli import create_tenant, migrate
-from webhooks.config import Settings
 from webhooks.portal import access
 from webhooks.storage import db
 from webhooks.storage.models import Attempt, Delivery, Event, Tenant
@@ -66,31 +61,16 @@ def measure(client: Any, path: str, requests: int, deadline: Deadline) -> dict[s
         response = client.get(path)
         times.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 200, path
-    times.sort()
-    return {"p50_ms": round(statistics.median(times), 1), "p95_ms": round(times[int(len(times) * 0.95) - 1], 1),
-            "max_ms": round(times[-1], 1)}
+    return summary(times, (50, 95), digits=1)
 
 
 def portal(context: Context, deadline: Deadline) -> Results:
     args = context.args
     events = args.portal_events or (5_000 if context.plan.quick else 100_000)
-    name = f"bench_portal_{os.getpid()}"
-    database_url = fresh_database(name)
-    settings = Settings.from_env(env={"DATABASE_URL": database_url, "AMQP_URL": AMQP_URL, "QUEUE_PREFIX": name,
-                                      "ALLOW_PRIVATE_TARGETS": "1", "SECRET_KEY": secrets.token_hex(16)})
-    try:
-        database = db.init_database(database_url)
-        migrate()
-        tenant = create_tenant("bench")
-        app = create_app({"SETTINGS": settings})
-        logging.getLogger("webhooks").setLevel(logging.WARNING)
-        client = app.test_client()
-        response = client.post("/v1/endpoints", json={"url": "http://127.0.0.1:9/hook"},
-                               headers={"Authorization": f"Bearer {tenant['api_key']}"})
-        assert response.status_code == 201, response.json
-        endpoint_id = response.json["id"]
+    with in_process("portal") as service:
+        database = db.database
         span = timedelta(days=args.portal_days)
-        seeded_in = seed(database, tenant["id"], endpoint_id, events, args.portal_attempts, age=span,
+        seeded_in = seed(database, service.tenant["id"], service.endpoint, events, args.portal_attempts, age=span,
                          spacing=span / events, body_bytes=200, event_types=EVENT_TYPES)
         database.execute_sql("UPDATE delivery SET status = 'failed' WHERE right(id, 2) IN ('00', '50')")
         database.execute_sql("VACUUM ANALYZE delivery")
@@ -99,27 +79,22 @@ def portal(context: Context, deadline: Deadline) -> Results:
         size = database.execute_sql("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
         print(f"seeded {counts} in {seeded_in:.1f}s (database {size})", flush=True)
         newest = Event.select(Event.id).order_by(Event.id.desc()).first().id
-        with app.app_context():
-            link = access.create_link(Tenant.get_by_id(tenant["id"]), None)
+        with service.app.app_context():
+            link = access.create_link(Tenant.get_by_id(service.tenant["id"]), None)
+        client = service.client
         assert client.get(urlsplit(link.url).path).status_code == 303
         figures = {page: measure(client, path, args.portal_requests, deadline)
-                   for page, path in pages(endpoint_id, newest).items()}
-        for page, figure in figures.items():
-            print(f"{page}: {figure}", flush=True)
-        return {
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
-            "seeded": {**counts, "days": args.portal_days, "seconds": round(seeded_in, 1), "database": size},
-            "requests_per_page": args.portal_requests,
-            "pages": figures,
-            "target_met": all(figure["p95_ms"] < TARGET_P95_MS for figure in figures.values()),
-        }
-    finally:
-        if not db.database.is_closed():
-            db.database.close()
-        if hasattr(db.database.obj, "close_all"):
-            db.database.obj.close_all()
-        drop_database(name)
+                   for page, path in pages(service.endpoint, newest).items()}
+    for page, figure in figures.items():
+        print(f"{page}: {figure}", flush=True)
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
+        "seeded": {**counts, "days": args.portal_days, "seconds": round(seeded_in, 1), "database": size},
+        "requests_per_page": args.portal_requests,
+        "pages": figures,
+        "target_met": all(figure["p95_ms"] < TARGET_P95_MS for figure in figures.values()),
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -23,36 +23,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import platform
-import secrets
-import shutil
-import signal
-import statistics
-import subprocess
-import tempfile
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
+from bench.kit.in_process import in_process
 from bench.kit.markdown import Add, heading
+from bench.kit.procs import PROCS, Deadline
 from bench.kit.seed import seed
-from bench.kit.procs import PYTHON, ROOT, Deadline, ScenarioTimeout
-from bench.kit.services import AMQP_URL, amqp_connection, drop_database, fresh_database
+from bench.kit.stats import summary
 from bench.kit.step import Context, Results, Step
-from app import create_app
-from webhooks.cli import create_tenant, migrate
-from webhooks.config import Settings
-from webhooks.messaging.brokers import connect
 from webhooks.storage import db
 from webhooks.storage.models import Attempt, Delivery, Event
 
 #: How old the seeded events are (past the 30-day default).
 SEED_AGE = timedelta(days=40)
-
 
 
 class Ingest:
@@ -87,30 +75,6 @@ class Ingest:
             self.stop.wait(max(0.0, next_at - time.monotonic()))
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {"count": len(ordered), "p50_ms": round(statistics.median(ordered), 2), "p99_ms": round(pick(0.99), 2),
-            "max_ms": round(ordered[-1], 2)}
-
-
-def start_clock(env: dict[str, str], retention_days: int, log_path: Path) -> subprocess.Popen[bytes]:
-    """The clock process, its log in a file (a pipe nobody reads would fill up and stop it)."""
-    with open(log_path, "ab") as log:
-        return subprocess.Popen([PYTHON, "-m", "webhooks.clock"], cwd=ROOT,
-                                env={**os.environ, **env, "RETENTION_DAYS": str(retention_days)},
-                                stdout=subprocess.DEVNULL, stderr=log)
-
-
-def stop_clock(clock: subprocess.Popen[bytes]) -> None:
-    clock.send_signal(signal.SIGTERM)
-    try:
-        clock.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        clock.kill()
-        clock.wait()
-
-
 def purge_passes(log_text: str) -> tuple[int, float]:
     """Clock passes that purged something, and seconds from the first to the last (from the clock's log)."""
     stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in log_text.splitlines()
@@ -122,102 +86,72 @@ def retention(context: Context, deadline: Deadline) -> Results:
     """Seed old rows, ingest at a steady rate, run the clock without and then with the purge."""
     args = context.args
     events = args.events or 250_000
-    name = f"bench_retention_{os.getpid()}"
-    database_url = fresh_database(name)
-    env = {"DATABASE_URL": database_url, "AMQP_URL": AMQP_URL, "QUEUE_PREFIX": name, "ALLOW_PRIVATE_TARGETS": "1",
-           "SECRET_KEY": secrets.token_hex(16)}
-    settings = Settings.from_env(env=env)
-    connection = connect(AMQP_URL, timeout=5.0)
-    settings.topology.declare(connection.channel())
-    connection.close()
-    clock: subprocess.Popen[bytes] | None = None
     ingest: Ingest | None = None
-    clock_log = Path(tempfile.mkdtemp(prefix=name)) / "clock.log"
-    try:
-        database = db.init_database(database_url)
-        migrate()
-        tenant = create_tenant("bench")
-        app = create_app({"SETTINGS": settings})
-        logging.getLogger("webhooks").setLevel(logging.WARNING)  # no log line per ingested event
-        client = app.test_client()
-        response = client.post("/v1/endpoints", json={"url": "http://127.0.0.1:9/hook"},
-                               headers={"Authorization": f"Bearer {tenant['api_key']}"})
-        assert response.status_code == 201, response.json
-        endpoint_id = response.json["id"]
-
-        seeded_in = seed(database, tenant["id"], endpoint_id, events, args.attempts_per_event, age=SEED_AGE)
-        attempts = Attempt.select().count()
-        size = database.execute_sql("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
-        print(f"seeded {events:,} events, {events:,} deliveries, {attempts:,} attempts "
-              f"in {seeded_in:.1f}s (database {size})", flush=True)
-        db.database.close()
-
-        ingest = Ingest(client, tenant["api_key"], args.retention_rate)
-        ingest.thread.start()
-        clock = start_clock(env, 3650, clock_log)
-        time.sleep(5)
-        ingest.phase = "baseline"
-        time.sleep(args.retention_baseline)
-        stop_clock(clock)
-
-        cutoff = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=30)
-        ingest.phase = "purge"
-        clock = start_clock(env, 30, clock_log)
-        started = time.monotonic()
-        while True:
-            with db.database.connection_context():
-                oldest = Event.select(Event.created_at).order_by(Event.created_at).limit(1).scalar()
-            if oldest is None or oldest > cutoff:
-                break
-            if time.monotonic() - started > args.retention_timeout:
-                raise ScenarioTimeout(f"the purge did not finish within {args.retention_timeout:g}s")
-            time.sleep(0.5)
-        purge_seconds = time.monotonic() - started
-        ingest.phase = "after"
-        time.sleep(10)
-        ingest.stop.set()
-        ingest.thread.join(timeout=30)
-        stop_clock(clock)
-        clock = None
-        log_text = clock_log.read_text(errors="replace")
-        passes, first_to_last = purge_passes(log_text)
-
-        with db.database.connection_context():
-            left = {"events": Event.select().where(Event.created_at < cutoff).count(),
-                    "deliveries": Delivery.select().where(Delivery.created_at < cutoff).count(),
-                    "attempts": Attempt.select().where(Attempt.started_at < cutoff).count()}
-            kept = Event.select().where(Event.id.in_(ingest.ids)).count()
-        purged_rows = events * (2 + args.attempts_per_event)
-        result = {
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
-            "seeded": {"events": events, "attempts": attempts, "seconds": round(seeded_in, 1), "database": size},
-            "purge": {"seconds": round(purge_seconds, 1), "clock_passes": passes,
-                      "first_to_last_pass_s": round(first_to_last, 1), "events_per_s": round(events / purge_seconds),
-                      "attempts_per_s": round(attempts / purge_seconds), "rows_per_s": round(purged_rows / purge_seconds)},
-            "ingest_rate": args.retention_rate,
-            "ingest": {phase: summary(values) for phase, values in ingest.latencies.items() if phase != "warmup"},
-            "ingest_errors": ingest.errors,
-            "left_after_purge": left,
-            "ingested_kept": f"{kept}/{len(ingest.ids)}",
-            "clock_errors": [line for line in log_text.splitlines() if "Traceback" in line or "ERROR" in line][:5],
-        }
-        result["checks_passed"] = not any(left.values()) and kept == len(ingest.ids) and not ingest.errors
-        return result
-    finally:
-        if ingest is not None:
-            ingest.stop.set()
-        if clock is not None:
-            stop_clock(clock)
-        if not db.database.is_closed():
+    with in_process("retention", queues=True) as service:
+        stack = service.stack
+        try:
+            seeded_in = seed(db.database, service.tenant["id"], service.endpoint, events, args.attempts_per_event,
+                             age=SEED_AGE)
+            attempts = Attempt.select().count()
+            size = db.database.execute_sql("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
+            print(f"seeded {events:,} events, {events:,} deliveries, {attempts:,} attempts "
+                  f"in {seeded_in:.1f}s (database {size})", flush=True)
             db.database.close()
-        if hasattr(db.database.obj, "close_all"):
-            db.database.obj.close_all()
-        connection = amqp_connection()
-        settings.topology.delete(connection.channel())
-        connection.close()
-        drop_database(name)
-        shutil.rmtree(clock_log.parent, ignore_errors=True)
+
+            ingest = Ingest(service.client, service.tenant["api_key"], args.retention_rate)
+            ingest.thread.start()
+            clock = stack.start_clock({"RETENTION_DAYS": "3650"})
+            log_from = clock.log_path.stat().st_size  # the clock's log, from this run on
+            time.sleep(5)
+            ingest.phase = "baseline"
+            time.sleep(args.retention_baseline)
+            PROCS.stop(clock, grace=60.0)
+
+            cutoff = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=30)
+            ingest.phase = "purge"
+            clock = stack.start_clock({"RETENTION_DAYS": "30"})
+            purge = Deadline(args.retention_timeout, "the purge")
+            while True:
+                with db.database.connection_context():
+                    oldest = Event.select(Event.created_at).order_by(Event.created_at).limit(1).scalar()
+                if oldest is None or oldest > cutoff:
+                    break
+                purge.check()
+                time.sleep(0.5)
+            purge_seconds = args.retention_timeout - purge.left()
+            ingest.phase = "after"
+            time.sleep(10)
+            ingest.stop.set()
+            ingest.thread.join(timeout=30)
+            PROCS.stop(clock, grace=60.0)
+            log_text = clock.log_path.read_bytes()[log_from:].decode(errors="replace")
+            passes, first_to_last = purge_passes(log_text)
+
+            with db.database.connection_context():
+                left = {"events": Event.select().where(Event.created_at < cutoff).count(),
+                        "deliveries": Delivery.select().where(Delivery.created_at < cutoff).count(),
+                        "attempts": Attempt.select().where(Attempt.started_at < cutoff).count()}
+                kept = Event.select().where(Event.id.in_(ingest.ids)).count()
+        finally:
+            if ingest is not None:
+                ingest.stop.set()
+    purged_rows = events * (2 + args.attempts_per_event)
+    result = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
+        "seeded": {"events": events, "attempts": attempts, "seconds": round(seeded_in, 1), "database": size},
+        "purge": {"seconds": round(purge_seconds, 1), "clock_passes": passes,
+                  "first_to_last_pass_s": round(first_to_last, 1), "events_per_s": round(events / purge_seconds),
+                  "attempts_per_s": round(attempts / purge_seconds), "rows_per_s": round(purged_rows / purge_seconds)},
+        "ingest_rate": args.retention_rate,
+        "ingest": {phase: summary(values) for phase, values in ingest.latencies.items() if phase != "warmup"},
+        "ingest_errors": ingest.errors,
+        "left_after_purge": left,
+        "ingested_kept": f"{kept}/{len(ingest.ids)}",
+        "clock_errors": [line for line in log_text.splitlines() if "Traceback" in line or "ERROR" in line][:5],
+    }
+    result["checks_passed"] = not any(left.values()) and kept == len(ingest.ids) and not ingest.errors
+    return result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
