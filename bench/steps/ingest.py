@@ -9,27 +9,23 @@ is reported beside them. Afterwards every accepted event must have its deliverie
 published, and no ``seq`` may be missing.
 
 Alone (``--only ingest``) it takes options: ``--ingest-batch N`` measures only requests of N
-events (0: single events), ``--ingest-count``, ``--ingest-repeat``, ``--ingest-tenants`` (the
-events split over that many tenants), and ``--profile FILE``, which runs ``py-spy record`` on
-both gunicorn workers during the first measured run and writes their merged top frames to FILE.
+events (0: single events), ``--ingest-count``, ``--ingest-repeat`` and ``--ingest-tenants`` (the
+events split over that many tenants). To profile the web workers meanwhile, attach py-spy to them
+(``py-spy record --gil -p PID``; ``bench/.logs/ingest*-web.log`` names the run).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import subprocess
-import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from bench.kit.cpu_split import TICKS, process_cpu_seconds
 from bench.kit.markdown import Add, heading, n, verdict
-from bench.kit.payload import event_request
-from bench.kit.procs import PYTHON, Deadline, log
+from bench.kit.payload import EVENT_TYPE, batch_request, event_request
+from bench.kit.procs import Deadline, log
 from bench.kit.stack import ServiceStack, running
 from bench.kit.step import Context, Results, Step
 
@@ -48,17 +44,15 @@ BATCH_TARGET = 20_000
 RATE_LIMIT = 1_000_000.0
 
 
-def _half(batch: int, count: int, repeat: int, deadline: Deadline, tenants: int = 1,
-          profile_to: str | None = None) -> dict[str, Any]:
+def _half(batch: int, count: int, repeat: int, deadline: Deadline, tenants: int = 1) -> dict[str, Any]:
     with running(f"ingest{batch}", {"INGEST_RATE_LIMIT": str(RATE_LIMIT)}, remove=True) as stack:
         owners = [stack.tenant(f"bench{i}") for i in range(tenants)]
         for tenant in owners:
             stack.endpoint(tenant, "http://127.0.0.1:9/ep0")
         keys = [tenant.api_key for tenant in owners]
         deadline.check()
-        result = measure(stack, keys, count=count, batch=batch, repeat=repeat, connections=CONNECTIONS,
-                         profile_to=profile_to, say=lambda line: log(f"   {line}"))
-        result["check"] = check(stack, endpoints=1)
+        result = measure(stack, keys, count=count, batch=batch, repeat=repeat)
+        result["check"] = check(stack)
         return result
 
 
@@ -71,7 +65,7 @@ def ingest(context: Context, deadline: Deadline) -> Results:
     results: Results = {}
     for key, batch in halves:
         count = args.ingest_count or ((20_000 if quick else 100_000) if batch else (2_000 if quick else 10_000))
-        results[key] = _half(batch, count, repeat, deadline, args.ingest_tenants, args.profile)
+        results[key] = _half(batch, count, repeat, deadline, args.ingest_tenants)
         what = f"batches of {batch}" if batch else "single events"
         log(f"   {what}: {results[key]['rate_median']:,.0f} events/s (median of {repeat})")
     return results
@@ -84,7 +78,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="events per measured run (default 10,000 single, 100,000 in batches)")
     group.add_argument("--ingest-repeat", type=int, help="measured runs of each half (default 3; --quick 1)")
     group.add_argument("--ingest-tenants", type=int, default=1, help="split the events over this many tenants")
-    group.add_argument("--profile", metavar="FILE", help="py-spy's top frames of the web workers in the first run")
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -118,98 +111,42 @@ class CpuMeter:
         return out
 
 
-def request_body(batch: int) -> bytes:
-    """One event (``batch`` 0) or a list of ``batch`` events, each about 1 KB."""
-    if not batch:
-        return event_request()
-    return json.dumps([json.loads(event_request())] * batch, separators=(",", ":")).encode()
-
-
-def measure(stack: ServiceStack, keys: list[str], *, count: int, batch: int = 0, repeat: int = 3, warmup: int = 300,
-            connections: int = 8, processes: int = 2, profile_to: str | None = None,
-            endpoints: int = 1, say: Any = print) -> dict[str, Any]:
+def measure(stack: ServiceStack, keys: list[str], *, count: int, batch: int, repeat: int) -> dict[str, Any]:
     """Warm up, then ``repeat`` runs of ``count`` events; events/s, CPU ms per event by part, publish lag."""
-    stack.burst(keys, request_body(batch), max(warmup, batch), connections, processes, batch)
+    connections, processes = CONNECTIONS, 2
+    body = batch_request([EVENT_TYPE] * batch) if batch else event_request()
+    stack.burst(keys, body, max(300, batch), connections, processes, batch)
     stack.wait_published()
     runs = []
     for run in range(repeat):
-        spies = []
-        if profile_to and run == 0:
-            spies = profile(stack.web_worker_pids(), count / (4000 if batch else 400) + 2, profile_to)
-            time.sleep(1.0)
         meter = CpuMeter(stack)
         before = meter.sample()
-        result = stack.burst(keys, request_body(batch), count, connections, processes, batch)
+        result = stack.burst(keys, body, count, connections, processes, batch)
         lag = stack.wait_published()
         after = meter.sample()
         cpu = {name: round(1000 * (after[name] - before[name]) / result["count"], 3) for name in after}
         runs.append({"events": result["count"], "seconds": result["seconds"], "rate": result["rps"],
                      "statuses": result["statuses"], "cpu_ms_per_event": cpu, "published_after_s": lag})
-        say(f"run {run + 1}: {result['count']} events in {result['seconds']:.2f} s = {result['rps']:.0f} events/s "
+        log(f"   run {run + 1}: {result['count']} events in {result['seconds']:.2f} s = {result['rps']:.0f} events/s "
             f"statuses {result['statuses']}; all published {lag if lag is None else round(lag, 2)} s after the last "
             "answer")
-        say("  CPU ms per event (publishing included): "
+        log("     CPU ms per event (publishing included): "
             + ", ".join(f"{name} {value:.3f}" for name, value in cpu.items()))
-        for spy in spies:
-            spy.wait(120)
-        if spies:
-            say(summarize_profile(profile_to, stack.web_worker_pids()))  # type: ignore[arg-type]
     rates = sorted(r["rate"] for r in runs)
-    return {"batch": batch, "endpoints": endpoints, "runs": runs, "rate_median": rates[len(rates) // 2],
+    return {"batch": batch, "endpoints": 1, "runs": runs, "rate_median": rates[len(rates) // 2],
             "rate_min": rates[0], "rate_max": rates[-1], "connections": connections, "processes": processes}
 
 
-def check(stack: ServiceStack, endpoints: int) -> dict[str, Any]:
-    """Every accepted event has its deliveries, all marked published, and seq has no gap."""
+def check(stack: ServiceStack) -> dict[str, Any]:
+    """Every accepted event has its delivery (one endpoint), all marked published, and seq has no gap."""
     events = stack.sql.value("SELECT count(*) FROM event")
     deliveries = stack.sql.value("SELECT count(*) FROM delivery")
     unmarked = stack.sql.value("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL")
     seq_gaps = stack.sql.value("SELECT coalesce(sum(gaps), 0) FROM "
                          "(SELECT max(seq) - count(*) AS gaps FROM event GROUP BY tenant_id) t")
-    return {"events": events, "deliveries": deliveries, "expected_deliveries": events * endpoints,
+    return {"events": events, "deliveries": deliveries, "expected_deliveries": events,
             "unmarked": unmarked, "seq_gaps": int(seq_gaps),
-            "ok": deliveries == events * endpoints and seq_gaps == 0 and unmarked == 0}
-
-
-def profile(pids: list[int], seconds: float, out_path: str) -> list[subprocess.Popen[bytes]]:
-    pyspy = shutil.which("py-spy") or str(Path(PYTHON).parent / "py-spy")
-    return [
-        subprocess.Popen([pyspy, "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "200", "-f", "raw",
-                          "-o", f"{out_path}.{pid}.raw", "--nonblocking", "--threads", "--gil"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for pid in pids
-    ]
-
-
-def summarize_profile(out_path: str, pids: list[int], top: int = 40) -> str:
-    """Merge py-spy's collapsed stacks: the top frames by self time and by total time."""
-    self_time: Counter[str] = Counter()
-    total: Counter[str] = Counter()
-    by_thread: Counter[str] = Counter()
-    samples = 0
-    for pid in pids:
-        path = Path(f"{out_path}.{pid}.raw")
-        if not path.exists():
-            continue
-        for line in path.read_text().splitlines():
-            stack, _, n = line.rpartition(" ")
-            count = int(n)
-            frames = stack.split(";")
-            samples += count
-            by_thread[frames[0].split(" ")[0] if frames else "?"] += count
-            self_time[frames[-1]] += count
-            for frame in set(frames[1:]):
-                total[frame] += count
-    lines = [f"samples: {samples} (both workers, only samples holding the GIL)",
-             "", "by thread:"]
-    lines += [f"  {100 * n / samples:5.1f}%  {name}" for name, n in by_thread.most_common(10)]
-    lines += ["", "self time:"]
-    lines += [f"  {100 * n / samples:5.1f}%  {frame}" for frame, n in self_time.most_common(top)]
-    lines += ["", "total time:"]
-    lines += [f"  {100 * n / samples:5.1f}%  {frame}" for frame, n in total.most_common(top)]
-    text = "\n".join(lines)
-    Path(out_path).write_text(text + "\n")
-    return text
+            "ok": deliveries == events and seq_gaps == 0 and unmarked == 0}
 
 
 # -- the report ----------------------------------------------------------------------------------

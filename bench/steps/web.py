@@ -16,12 +16,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from bench.kit.markdown import Add, heading, n, verdict
-from bench.kit.payload import event_request
+from bench.kit.payload import EVENT_TYPE, batch_request, event_request
 from bench.kit.procs import Deadline, log
 from bench.kit.stack import ServiceStack, Tenant, running
 from bench.kit.stats import percentile
@@ -90,7 +89,7 @@ def admission(context: Context, deadline: Deadline) -> Results:
         with running(f"admission_{name}", remove=True) as stack:  # INGEST_RATE_LIMIT and the rest: defaults
             tenant = stack.tenant("eager")
             stack.endpoint(tenant, "http://127.0.0.1:9/ep0")
-            body = json.dumps([json.loads(event_request())] * batch).encode() if batch else event_request()
+            body = batch_request([EVENT_TYPE] * batch) if batch else event_request()
             stack.burst([tenant.api_key], body, max(300, batch), connections, 2, batch)  # warm up
             run = stack.burst([tenant.api_key], body, count * (10 if batch else 1), connections, 2, batch)
         refused = run["statuses"].get("retried_429", 0)
