@@ -5,20 +5,8 @@
 ``bench/.venv`` (``bench/requirements.txt`` plus the service's ``requirements.txt``), re-runs
 itself from there, starts one receiver process (``bench/kit/receiver.py``) for everybody and
 runs the steps of ``bench/steps/`` (``bench.steps.STEPS``), each under a time limit, on this
-machine's RabbitMQ and PostgreSQL:
-
-1. ``receiver``: the receiver's own capacity (wrk);
-2. ``peers``: the floors (pika + httpx on a quorum and on a classic queue; pika's
-   ``AsyncioConnection`` + aiohttp), dramatiq and Celery, each delivering N pre-loaded messages
-   with one worker process per core; the floor also with 1 and 4 processes;
-3. ``service``: this service end to end with its default settings: ingestion through gunicorn,
-   delivery of the same N events (every attempt logged), latency from ``POST /v1/events`` to the
-   receiver at 200 events/s, delivery with 1 and 4 worker processes;
-4. ``ingest``, ``noisy``, ``ladder``, ``backlog``: single events and batches of 100; a dead
-   endpoint beside healthy ones; how late the ladder's retries fire; a backlog's drain;
-5. ``fanout``, ``slow``, ``climb``, ``flood``, ``inflight``: slow receivers, an endpoint that slows
-   down under load (plotted), a tenant's flood beside another tenant's trickle, 10,000 deliveries in
-   flight (plotted).
+machine's RabbitMQ and PostgreSQL (the steps, what each measures and its options: ``bench/README.md``,
+``--help``).
 
 A full run rewrites the generated part of ``bench/RESULTS.md`` (between the ``bench:run`` markers)
 and the plots it links (``bench/*.png``); ``--quick`` uses small numbers. With ``--only`` it runs

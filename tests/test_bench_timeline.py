@@ -7,7 +7,7 @@ import math
 import pytest
 
 from bench.kit.receiver import ABANDONED, ANSWERED, Counter
-from bench.kit.stats import percentile, plateau_memory, steady_rate
+from bench.kit.stats import percentile, plateau_memory, steady_rate, summary
 from bench.kit.timeline import Call, in_flight_at, latency_buckets, mean_in_flight, parse_timeline, window_summary
 
 
@@ -116,3 +116,11 @@ def test_a_peak_late_in_the_plateau_still_has_half_the_plateau_judged() -> None:
 
 def test_flatness_is_not_judged_without_anything_in_flight() -> None:
     assert plateau_memory([(0.0, 0), (1.0, 0)], [(0.0, 50.0), (1.0, 51.0)])["flat"] is None
+
+
+def test_a_latency_summary_counts_the_values_and_gives_their_percentiles_and_the_largest() -> None:
+    values = [float(ms) for ms in range(1, 101)]
+
+    assert summary(values) == {"count": 100, "p50_ms": 50.0, "p99_ms": 99.0, "max_ms": 100.0}
+    assert summary([1.234, 5.678], (50, 95), digits=1) == {"count": 2, "p50_ms": 1.2, "p95_ms": 5.7, "max_ms": 5.7}
+    assert summary([])["count"] == 0 and math.isnan(summary([])["max_ms"])
