@@ -51,6 +51,13 @@ class Receiver:
             rows.append((float(t), webhook_id, p))
         return rows
 
+    def first_arrivals(self, path: str) -> dict[str, float]:
+        """When each ``webhook-id`` first arrived on ``path`` (unix time)."""
+        first: dict[str, float] = {}
+        for arrived, webhook_id, _ in self.dump(path):
+            first.setdefault(webhook_id, arrived)
+        return first
+
     def timeline(self, prefix: str) -> list[Call]:
         """Every request to a path starting with ``prefix``: arrival, end, outcome, in flight at arrival."""
         return parse_timeline(self.http.get(self.url("/_bench/timeline"), params={"prefix": prefix}).text)

@@ -236,6 +236,20 @@ class ServiceStack:
         return {name: {"p50_ms": percentile(spans[name], 50), "p99_ms": percentile(spans[name], 99)}
                 for name, _, _ in LATENCY_STAGES if spans[name]}
 
+    def latencies(self, rows: list[dict[str, Any]], first: dict[str, float]) -> dict[str, Any]:
+        """Of accepted paced ``rows`` and each event's first arrival (``Receiver.first_arrivals``): POST start
+        → arrival (p50, p90, p99, max, in ms), the POST until its 202 and the 202 → arrival (p50, p99), how
+        many arrived, and the ``stages``."""
+        arrived = [row for row in rows if row["id"] in first]
+        spans = {"": [(first[row["id"]] - row["start"]) * 1000 for row in arrived],
+                 "post_": [(row["end"] - row["start"]) * 1000 for row in rows],
+                 "after_answer_": [(first[row["id"]] - row["end"]) * 1000 for row in arrived]}
+        figures: dict[str, Any] = {"delivered": len(arrived), "missing": len(rows) - len(arrived),
+                                   "p90_ms": percentile(spans[""], 90), "max_ms": max(spans[""], default=float("nan"))}
+        for name, values in spans.items():
+            figures.update({f"{name}p50_ms": percentile(values, 50), f"{name}p99_ms": percentile(values, 99)})
+        return {**figures, "stages": self.stages(rows, first)}
+
     def endpoint(self, tenant: Tenant, url: str, **fields: Any) -> str:
         """A new endpoint of ``tenant`` (``fields``: more of ``POST /v1/endpoints``, e.g. ``event_types``)."""
         response = self.http.post("/v1/endpoints", json={"url": url, **fields},

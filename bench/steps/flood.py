@@ -23,7 +23,6 @@ from bench.kit.payload import batch_request, event_request
 from bench.kit.procs import PROCS, Child, Deadline, log
 from bench.kit.receiver_process import Receiver
 from bench.kit.stack import ServiceStack, Tenant, running
-from bench.kit.stats import percentile
 from bench.kit.step import Context, Results, Step
 
 #: Target of issue 10: B's p99 from its POST to the arrival while A drains.
@@ -143,25 +142,14 @@ def _b_latency(stack: ServiceStack, receiver: Receiver, path: str, rows: list[di
     accepted: ``b_posting`` (A's batches and deliveries share the machine) and
     ``b_after_posting`` (only A's deliveries).
     """
-    first: dict[str, float] = {}
-    for t, webhook_id, _ in receiver.dump(path):
-        first.setdefault(webhook_id, t)
+    first = receiver.first_arrivals(path)
     figures: dict[str, Any] = {"b_statuses": {}}
     for row in rows:
         figures["b_statuses"][str(row["status"])] = figures["b_statuses"].get(str(row["status"]), 0) + 1
     for name, lo, hi in (("during", flood_started, drained_at), ("quiet", 0.0, flood_started),
                          ("posting", flood_started, posted_at), ("after_posting", posted_at, drained_at)):
         sent = [row for row in rows if lo <= row["start"] < hi and row["status"] == 202 and row["id"]]
-        latencies = [(first[row["id"]] - row["start"]) * 1000 for row in sent if row["id"] in first]
-        # Split at the 202: waiting on the API (A's connections crowd it) versus the delivery itself.
-        post = [(row["end"] - row["start"]) * 1000 for row in sent]
-        after = [(first[row["id"]] - row["end"]) * 1000 for row in sent if row["id"] in first]
-        figures[f"b_{name}"] = {"sent": len(sent), "delivered": len(latencies), "missing": len(sent) - len(latencies),
-                                "p50_ms": percentile(latencies, 50), "p99_ms": percentile(latencies, 99),
-                                "max_ms": max(latencies, default=float("nan")),
-                                "post_p50_ms": percentile(post, 50), "post_p99_ms": percentile(post, 99),
-                                "after_answer_p50_ms": percentile(after, 50), "after_answer_p99_ms": percentile(after, 99),
-                                "stages": stack.stages(sent, first)}
+        figures[f"b_{name}"] = {"sent": len(sent), **stack.latencies(sent, first)}
     during = figures["b_during"]
     log(f"   B while A drained: {during['delivered']}/{during['sent']} delivered, p50 {during['p50_ms']:.0f} ms, "
         f"p99 {during['p99_ms']:.0f} ms (of which the POST until its 202: p99 {during['post_p99_ms']:.0f} ms; "

@@ -19,7 +19,7 @@ from bench.kit.plan import Plan
 from bench.kit.procs import Deadline, RssSampler, ScenarioTimeout, log
 from bench.kit.receiver_process import Receiver
 from bench.kit.stack import ServiceStack, running
-from bench.kit.stats import WARMUP, percentile, steady_rate
+from bench.kit.stats import WARMUP, steady_rate
 from bench.kit.step import Context, Results, Step, guarded
 
 
@@ -70,26 +70,15 @@ def _service_latency(stack: ServiceStack, receiver: Receiver, plan: Plan, deadli
                 pass  # report what arrived
     finally:
         stack.stop_workers()
-    arrival = {}
-    for t, webhook_id, _ in receiver.dump(path):
-        arrival.setdefault(webhook_id, t)
     rows = sorted(accepted, key=lambda row: row["start"])
     measured = rows[int(len(rows) * WARMUP):]
-    latencies = [(arrival[row["id"]] - row["start"]) * 1000 for row in measured if row["id"] in arrival]
-    post_ms = [(row["end"] - row["start"]) * 1000 for row in measured]
-    after_answer = [(arrival[row["id"]] - row["end"]) * 1000 for row in measured if row["id"] in arrival]
     span = rows[-1]["start"] - rows[0]["start"] if len(rows) > 1 else 0.0
     statuses: dict[str, int] = defaultdict(int)
     for row in sent:
         statuses[str(row["status"])] += 1
     result = {"rate": plan.latency_rate, "sent": count, "accepted": len(accepted), "statuses": dict(statuses),
               "achieved_rate": (len(rows) - 1) / span if span else 0.0, "measured": len(measured),
-              "delivered": len(latencies), "missing": len(measured) - len(latencies),
-              "p50_ms": percentile(latencies, 50), "p90_ms": percentile(latencies, 90),
-              "p99_ms": percentile(latencies, 99), "max_ms": max(latencies) if latencies else float("nan"),
-              "post_p50_ms": percentile(post_ms, 50), "post_p99_ms": percentile(post_ms, 99),
-              "after_answer_p50_ms": percentile(after_answer, 50), "after_answer_p99_ms": percentile(after_answer, 99),
-              "stages": stack.stages(measured, arrival), "memory": rss.summary()}
+              **stack.latencies(measured, receiver.first_arrivals(path)), "memory": rss.summary()}
     log(f"   latency at {plan.latency_rate:.0f}/s: p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms; "
         + ", ".join(f"{name} p50 {v['p50_ms']:.1f} / p99 {v['p99_ms']:.1f} ms" for name, v in result["stages"].items()))
     return result
