@@ -12,12 +12,11 @@ show it).
 from __future__ import annotations
 
 import os
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from bench.kit.procs import Sampler
 from bench.kit.stats import WARMUP, steady_window
 
 #: Clock ticks per second, the unit of ``/proc/<pid>/stat``'s CPU times.
@@ -50,48 +49,34 @@ def role_of(name: str, cmdline: Sequence[str]) -> str:
     return "other"
 
 
-@dataclass
-class CpuSampler:
+class CpuSampler(Sampler):
     """Samples every process's CPU time every ``interval`` seconds, in a thread, while in a ``with``."""
 
-    interval: float = 0.25
-    #: (wall-clock time, {role: CPU seconds used since the sample before}) per sample.
-    samples: list[tuple[float, dict[str, float]]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        #: (wall-clock time, {role: CPU seconds used since the sample before}) per sample.
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._seen: dict[tuple[int, float], tuple[float, str]] = {}
 
-    def __enter__(self) -> "CpuSampler":
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def _run(self) -> None:
+    def sample(self) -> None:
         import psutil  # the benchmark's own virtualenv has it; the service's need not
 
-        seen: dict[tuple[int, float], tuple[float, str]] = {}
-        while not self._stop.is_set():
-            now, used = time.time(), dict.fromkeys(ROLES, 0.0)
-            current: dict[tuple[int, float], tuple[float, str]] = {}
-            for proc in psutil.process_iter(["name", "cmdline", "create_time", "cpu_times"]):
-                info = proc.info
-                if info["cpu_times"] is None or info["create_time"] is None:
-                    continue
-                key = (proc.pid, info["create_time"])
-                total = info["cpu_times"].user + info["cpu_times"].system
-                before = seen.get(key)
-                role = before[1] if before else role_of(info["name"] or "", info["cmdline"] or ())
-                current[key] = (total, role)
-                if before is not None:
-                    used[role] += max(total - before[0], 0.0)
-            if seen:
-                self.samples.append((now, used))
-            seen = current
-            self._stop.wait(self.interval)
+        now, used = time.time(), dict.fromkeys(ROLES, 0.0)
+        current: dict[tuple[int, float], tuple[float, str]] = {}
+        for proc in psutil.process_iter(["name", "cmdline", "create_time", "cpu_times"]):
+            info = proc.info
+            if info["cpu_times"] is None or info["create_time"] is None:
+                continue
+            key = (proc.pid, info["create_time"])
+            total = info["cpu_times"].user + info["cpu_times"].system
+            before = self._seen.get(key)
+            role = before[1] if before else role_of(info["name"] or "", info["cmdline"] or ())
+            current[key] = (total, role)
+            if before is not None:
+                used[role] += max(total - before[0], 0.0)
+        if self._seen:
+            self.samples.append((now, used))
+        self._seen = current
 
 
 def split(samples: Sequence[tuple[float, dict[str, float]]], start: float, end: float, deliveries: int,

@@ -217,21 +217,14 @@ def wait_port(port: int, deadline: Deadline, child: Child | None = None) -> None
 # -- memory --------------------------------------------------------------------------------------
 
 
-class RssSampler:
-    """Samples the resident memory of some processes (and their children) every ``interval`` seconds."""
+class Sampler:
+    """Calls ``sample()`` every ``interval`` seconds, in a thread, while in a ``with``."""
 
-    def __init__(self, children: Sequence[Child], interval: float = 1.0) -> None:
-        self.children = list(children)
-        self.interval = interval
-        #: (seconds since start, {pid: rss bytes}) per sample.
-        self.samples: list[tuple[float, dict[int, int]]] = []
+    interval: float = 1.0
+
+    def __enter__(self) -> Any:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._t0 = time.monotonic()
-        #: ``time.time()`` at the start: a sample's offset plus this is its wall-clock time.
-        self.wall_t0 = time.time()
-
-    def __enter__(self) -> "RssSampler":
         self._thread.start()
         return self
 
@@ -243,6 +236,22 @@ class RssSampler:
         while not self._stop.is_set():
             self.sample()
             self._stop.wait(self.interval)
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+
+class RssSampler(Sampler):
+    """Samples the resident memory of some processes (and their children) every ``interval`` seconds."""
+
+    def __init__(self, children: Sequence[Child], interval: float = 1.0) -> None:
+        self.children = list(children)
+        self.interval = interval
+        #: (seconds since start, {pid: rss bytes}) per sample.
+        self.samples: list[tuple[float, dict[int, int]]] = []
+        self._t0 = time.monotonic()
+        #: ``time.time()`` at the start: a sample's offset plus this is its wall-clock time.
+        self.wall_t0 = time.time()
 
     def sample(self) -> None:
         import psutil  # the benchmark's own virtualenv has it; the service's (the drills') need not
