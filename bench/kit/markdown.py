@@ -48,8 +48,8 @@ def verdict(met: bool | None) -> str:
     return "not measured" if met is None else ("**met**" if met else "**not met**")
 
 
-def floor_rate(r: dict[str, Any], kind: str = "floor") -> float | None:
-    floor = r.get("peers", {}).get(kind)
+def floor_rate(r: dict[str, Any]) -> float | None:
+    floor = r.get("peers", {}).get("floor")
     return floor["rate"] if ok(floor) else None
 
 

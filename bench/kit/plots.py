@@ -16,7 +16,7 @@ class Line:
     label: str
     xs: Sequence[float]
     ys: Sequence[float | None]
-    #: ``line``, ``step`` (a value that holds until the next sample) or ``points``.
+    #: ``line`` or ``step`` (a value that holds until the next sample).
     style: str = "line"
 
 
@@ -46,8 +46,6 @@ def time_series_png(path: Path, title: str, panels: Sequence[Panel], xlabel: str
             xs, ys = zip(*pairs)
             if line.style == "step":
                 axis.step(xs, ys, where="post", label=line.label, linewidth=1.4)
-            elif line.style == "points":
-                axis.scatter(xs, ys, s=3, alpha=0.35, label=line.label)
             else:
                 axis.plot(xs, ys, label=line.label, linewidth=1.2)
         for value, label in panel.marks:
