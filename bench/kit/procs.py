@@ -48,6 +48,14 @@ class Deadline:
         if time.monotonic() > self.end:
             raise ScenarioTimeout(f"{self.what}: not done within {self.seconds:.0f} s")
 
+    def wait(self, done: Callable[[], Any], every: float = 0.2, also: Callable[[], Any] | None = None) -> None:
+        """Until ``done()`` holds: this limit checked (and ``also`` called) every ``every`` seconds."""
+        while not done():
+            self.check()
+            if also is not None:
+                also()
+            time.sleep(every)
+
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)

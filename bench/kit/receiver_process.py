@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import httpx
@@ -67,8 +66,4 @@ class Receiver:
 
     def wait_for(self, prefix: str, count: int, deadline: Deadline, also: Callable[[], None] | None = None) -> None:
         """Until ``count`` requests arrived on paths starting with ``prefix``."""
-        while self.count(prefix) < count:
-            deadline.check()
-            if also is not None:
-                also()
-            time.sleep(0.1)
+        deadline.wait(lambda: self.count(prefix) >= count, 0.1, also)

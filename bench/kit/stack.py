@@ -161,15 +161,14 @@ class ServiceStack:
         self.web = PROCS.start(f"{self.name}-web", [PYTHON, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf",
                                                     "app:create_app()"], env)
         wait_port(self.port, Deadline(60, f"{self.name}: gunicorn start"), self.web)
-        deadline = Deadline(60, f"{self.name}: /healthz")
-        while True:
-            try:
-                if self.http.get("/healthz").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            deadline.check()
-            time.sleep(0.2)
+        Deadline(60, f"{self.name}: /healthz").wait(self.healthy)
+
+    def healthy(self) -> bool:
+        """Does the web process answer ``/healthz`` with a 200?"""
+        try:
+            return self.http.get("/healthz").status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def start_workers(self, count: int, env: dict[str, str] | None = None) -> list[Child]:
         started = [

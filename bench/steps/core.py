@@ -70,9 +70,7 @@ def core(context: Context, deadline: Deadline) -> Results:
 
     worker = _run_worker(settings, args.failing)
     try:
-        while counter.count < events:
-            deadline.check()
-            time.sleep(0.05)
+        deadline.wait(lambda: counter.count >= events, 0.05)
         worker_cpu = process_cpu_seconds(worker.pid, children=True)
         threads = _thread_cpu(worker.pid)
         steady = counter.arrivals[len(counter.arrivals) // 10:]  # after warm-up

@@ -42,35 +42,30 @@ def ladder(context: Context, deadline: Deadline) -> Results:
         long_queue = f"{stack.prefix}.wait.{tiers[-1]}"
         # 1. The first batch walks down the ladder into the longest tier.
         first = stack.paced(tenant, plan.ladder_first, 100.0, timeout=plan.ladder_first / 100 + 60)
-        last_tier_attempt = len(tiers)
-        while stack.sql.value("SELECT count(*) FROM delivery WHERE endpoint_id = %s AND attempts >= %s",
-                              (endpoint, last_tier_attempt)) < sum(1 for r in first if r["status"] == 202):
-            deadline.check()
-            stack.check_alive()
-            time.sleep(0.5)
+        accepted_first = sum(r["status"] == 202 for r in first)
+        deadline.wait(lambda: stack.sql.value("SELECT count(*) FROM delivery WHERE endpoint_id = %s AND attempts >= %s",
+                                              (endpoint, len(tiers))) >= accepted_first, 0.5, stack.check_alive)
         long_depth = queue_depth(long_queue)
         log(f"   {long_depth} messages wait in {long_queue}; now failing a second batch into the short tiers")
         # 2. A second batch, spread out, goes through the short tiers while the long one is full.
         depths: dict[str, int] = {tier: 0 for tier in tiers}
+
+        def sample_depths() -> None:
+            stack.check_alive()
+            for tier in tiers:
+                depths[tier] = max(depths[tier], queue_depth(f"{stack.prefix}.wait.{tier}"))
+
         second_rate = plan.ladder_second / plan.ladder_second_seconds
         sent_second: list[dict[str, Any]] = []
         thread = threading.Thread(target=lambda: sent_second.extend(
             stack.paced(tenant, plan.ladder_second, second_rate, timeout=plan.ladder_second_seconds + 60)))
         thread.start()
-        while thread.is_alive():
-            for tier in tiers:
-                depths[tier] = max(depths[tier], queue_depth(f"{stack.prefix}.wait.{tier}"))
-            time.sleep(0.5)
+        deadline.wait(lambda: not thread.is_alive(), 0.5, sample_depths)
         thread.join()
         accepted = sum(1 for r in [*first, *sent_second] if r["status"] == 202)
         # 3. Every delivery fails its last attempt (attempts = tiers + 1).
-        while stack.sql.value("SELECT count(*) FROM delivery WHERE endpoint_id = %s AND status = 'failed'",
-                              (endpoint,)) < accepted:
-            deadline.check()
-            stack.check_alive()
-            for tier in tiers:
-                depths[tier] = max(depths[tier], queue_depth(f"{stack.prefix}.wait.{tier}"))
-            time.sleep(0.5)
+        deadline.wait(lambda: stack.sql.value("SELECT count(*) FROM delivery WHERE endpoint_id = %s AND status = 'failed'",
+                                              (endpoint,)) >= accepted, 0.5, sample_depths)
         stack.stop_workers()
         return {"service_overrides": stack.overrides,
                 "ladder": plan.ladder, "first_batch": len(first), "second_batch": len(sent_second),

@@ -86,9 +86,7 @@ def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, 
     out.popen.wait(max(1.0, deadline.left()))
     if out.popen.returncode != 0:
         raise RuntimeError(f"pre-loading {kind} failed:\n{out.tail()}")
-    while queue_depth(queue) < events:
-        deadline.check()
-        time.sleep(0.2)
+    deadline.wait(lambda: queue_depth(queue) >= events)
     workers = _peer_workers(kind, queue, url, processes)
     started = time.time()
     try:

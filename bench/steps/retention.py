@@ -82,6 +82,13 @@ def purge_passes(log_text: str) -> tuple[int, float]:
     return len(stamps), (stamps[-1] - stamps[0]).total_seconds() if stamps else 0.0
 
 
+def purged(cutoff: datetime) -> bool:
+    """Is no event older than ``cutoff`` left (``min(created_at)``, on the purge's own index)?"""
+    with db.database.connection_context():
+        oldest = Event.select(Event.created_at).order_by(Event.created_at).limit(1).scalar()
+    return oldest is None or oldest > cutoff
+
+
 def retention(context: Context, deadline: Deadline) -> Results:
     """Seed old rows, ingest at a steady rate, run the clock without and then with the purge."""
     args = context.args
@@ -111,13 +118,7 @@ def retention(context: Context, deadline: Deadline) -> Results:
             ingest.phase = "purge"
             clock = stack.start_clock({"RETENTION_DAYS": "30"})
             purge = Deadline(args.retention_timeout, "the purge")
-            while True:
-                with db.database.connection_context():
-                    oldest = Event.select(Event.created_at).order_by(Event.created_at).limit(1).scalar()
-                if oldest is None or oldest > cutoff:
-                    break
-                purge.check()
-                time.sleep(0.5)
+            purge.wait(lambda: purged(cutoff), 0.5)
             purge_seconds = args.retention_timeout - purge.left()
             ingest.phase = "after"
             time.sleep(10)
