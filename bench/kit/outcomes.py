@@ -1,6 +1,7 @@
-"""What a fault run checks once the load is over, shared by the drills of ``bench/drills/``:
-whether deliveries have settled, whether every delivered delivery has its attempt logged, which
-accepted events reached the receiver (lost, duplicates), and the verdict printed at the end."""
+"""What a fault run checks once the load is over, shared by the drills of ``bench/drills/``: whether
+deliveries have settled, whether every delivered delivery has its attempt logged, deliveries by status
+(the steps count them too), which accepted events reached the receiver (lost, duplicates), and the
+verdict printed at the end."""
 
 from __future__ import annotations
 
@@ -26,8 +27,11 @@ def missing_attempt_logs(sql: Sql) -> int:
     ))
 
 
-def status_counts(sql: Sql) -> dict[str, int]:
-    return dict(sql.rows("SELECT status, count(*) FROM delivery GROUP BY status ORDER BY status"))
+def status_counts(sql: Sql, endpoint: str | None = None) -> dict[str, int]:
+    """Deliveries by status (of one endpoint's, or all)."""
+    where = "WHERE endpoint_id = %s" if endpoint else ""
+    return dict(sql.rows(f"SELECT status, count(*) FROM delivery {where} GROUP BY status ORDER BY status",
+                         (endpoint,) if endpoint else ()))
 
 
 def arrivals(accepted: Iterable[str], received: Iterable[str]) -> dict[str, float]:

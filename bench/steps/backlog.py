@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from bench.kit.markdown import Add, heading, n
+from bench.kit.outcomes import status_counts
 from bench.kit.procs import Deadline, RssSampler, ScenarioTimeout, log
 from bench.kit.receiver_process import Receiver
 from bench.kit.stack import running
@@ -47,8 +48,7 @@ def backlog(context: Context, deadline: Deadline) -> Results:
                 log(f"   {total} events accepted at {ingest['rate']:,.0f}/s while the endpoint is down")
                 settle = Deadline(min(deadline.left(), 120 + total / 50), "parking the backlog")
                 while True:
-                    counts = dict(stack.sql.rows(
-                        "SELECT status, count(*) FROM delivery WHERE endpoint_id = %s GROUP BY status", (endpoint,)))
+                    counts = status_counts(stack.sql, endpoint)
                     if stack.primary_depth() == 0 and counts.get("pending", 0) <= 1:
                         break
                     settle.check()
@@ -83,8 +83,7 @@ def backlog(context: Context, deadline: Deadline) -> Results:
                         result["finished"] = True
                 except ScenarioTimeout:
                     pass
-                result["final_statuses"] = dict(stack.sql.rows(
-                    "SELECT status, count(*) FROM delivery WHERE endpoint_id = %s GROUP BY status", (endpoint,)))
+                result["final_statuses"] = status_counts(stack.sql, endpoint)
             arrivals = sorted(t for t, _, _ in down.dump(path))
             unique = len({w for _, w, _ in down.dump(path)})
             rate_total = delivered / (arrivals[-1] - t_back) if arrivals else 0.0

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from bench.kit.markdown import Add, heading, n, service_settings_note
+from bench.kit.outcomes import status_counts
 from bench.kit.plan import Plan
 from bench.kit.procs import Deadline, log
 from bench.kit.receiver_process import Receiver
@@ -38,11 +39,9 @@ def _noisy_run(stack: ServiceStack, receiver: Receiver, plan: Plan, name: str, w
     result = {"events": events, "healthy_deliveries": len(times), "rate_from_start": expected / (times[-1] - started),
               "rate_steady": rate, "seconds": times[-1] - started}
     if dead is not None:
-        statuses = dict(stack.sql.rows("SELECT status, count(*) FROM delivery WHERE endpoint_id = %s GROUP BY status",
-                                       (dead,)))
         result["dead_endpoint"] = {
             "attempts": stack.sql.value("SELECT count(*) FROM attempt WHERE endpoint_id = %s", (dead,)),
-            "statuses": statuses,
+            "statuses": status_counts(stack.sql, dead),
             "health": stack.sql.value("SELECT health FROM endpoint WHERE id = %s", (dead,)),
         }
     return result
