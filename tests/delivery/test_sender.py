@@ -30,7 +30,7 @@ from tests.receivers import Receiver, always, drip, raw_server, sequence, sleep_
 from webhooks.delivery.guard import GuardedConnector, GuardedResolver
 from webhooks.delivery.http_result import MAX_KEPT_HEADERS, HttpResult
 from webhooks.delivery.sender import Sender
-from webhooks.delivery.netguard import RESOLVES_TO_BLOCKED, IPAddress, Resolver, TargetPolicy, check_url
+from webhooks.delivery.netguard import RESOLVES_TO_BLOCKED, BlockedAddress, IPAddress, Resolver, TargetPolicy, check_url
 
 OPEN = TargetPolicy(allow_private=True)
 STRICT = TargetPolicy()
@@ -637,3 +637,23 @@ def test_tls_uses_the_url_host_for_sni_and_verifies_the_certificate(self_signed:
     assert server_names == ["receiver.test"]  # SNI is the host name, although we connected to an IP
     assert result.error_class == "tls"
     assert "certificate" in (result.error or "").lower()
+
+
+def test_an_address_is_checked_without_a_lookup_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Redis and RabbitMQ destinations resolve every new connection through the guard: an IP
+    literal is its own answer, checked at once, with no thread started for a lookup."""
+    started: list[str] = []
+    monkeypatch.setattr(threading.Thread, "start", lambda thread: started.append(thread.name))
+
+    async def both() -> tuple[list[str], BaseException | None]:
+        allowed = [record["host"] for record in await GuardedResolver(OPEN).resolve("127.0.0.1", 6379)]
+        try:
+            await GuardedResolver(STRICT).resolve("127.0.0.1", 6379)
+        except BlockedAddress as exc:
+            return allowed, exc
+        return allowed, None
+
+    allowed, refused = run(lambda: asyncio.wait_for(both(), 5.0))  # (a lookup thread that never started: a timeout)
+    assert allowed == ["127.0.0.1"]
+    assert isinstance(refused, BlockedAddress), "the policy still applies to an address"
+    assert started == []

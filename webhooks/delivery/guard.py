@@ -89,6 +89,8 @@ class GuardedResolver(AbstractResolver):
         shared pool nor hold up interpreter exit: the caller stops waiting at its deadline (its
         task is cancelled) and the thread ends with the system resolver's own timeout.
         """
+        if is_ip_address(host.strip("[]")):
+            return resolve(host, port, self._resolver)  # an address is its own answer: no lookup, no thread
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[list[str]] = loop.create_future()
 

@@ -195,7 +195,9 @@ class RedisStreams:
             max_connections=POOL_SIZE, timeout=None,  # the wait is bounded by the delivery's deadline
             connection_class=self._tls if target.tls else self._plain,
             host=target.host, port=target.port, db=target.db, username=target.username, password=target.password,
-            retry=Retry(NoBackoff(), 0), health_check_interval=0, client_name="webhooks", **tls,
+            retry=Retry(NoBackoff(), 0), health_check_interval=0, client_name="webhooks",
+            driver_info=None,  # no CLIENT SETINFO: one round trip less for every new connection
+            **tls,
         )
         return _Client(Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0)), pool)
 
