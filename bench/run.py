@@ -136,6 +136,10 @@ def main() -> int:
         args = parse_args()
         install_exit_handlers()
         return importlib.import_module(MODES[args.mode]).main(args)
+    if sys.argv[1:2] and not sys.argv[1].startswith("-"):  # a mistyped mode: say so before making bench/.venv
+        print(f"bench/run.py: no mode {sys.argv[1]!r}; a mode is one of {', '.join(MODES)}, "
+              f"and a run takes only options (--help)", file=sys.stderr)
+        return 2
     bootstrap()
     sys.path.insert(0, str(ROOT))
     args = parse_args()

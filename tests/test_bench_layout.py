@@ -77,6 +77,16 @@ def test_every_mode_of_the_entry_point_is_a_module_with_its_options_and_main() -
         assert parse_args([mode, "url"] if mode == "cluster" else [mode]).mode == mode
 
 
+def test_a_mistyped_mode_is_refused_before_the_benchmarks_virtualenv_is_made(monkeypatch: pytest.MonkeyPatch,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import bench.run
+
+    monkeypatch.setattr(bench.run, "bootstrap", lambda: pytest.fail("bench/.venv made for a mistyped mode"))
+    monkeypatch.setattr("sys.argv", ["bench/run.py", "chaso", "--quick"])
+    assert bench.run.main() == 2
+    assert "no mode 'chaso'" in capsys.readouterr().err
+
+
 def test_no_module_imports_itself_through_others() -> None:
     graph = {module: imports(module) - {module} for module in MODULES}
     circles = []
