@@ -8,10 +8,7 @@ or per ``GROWTH_INTERVAL_SECONDS`` for a receiver that answers faster than that.
 latency has told where the receiver gives way, the window climbs back to just below
 that level quickly, and probes past it only every ``PROBE_INTERVAL_SECONDS``: a
 receiver that falls off a cliff when it holds too many calls (every call slow while
-one is) costs a stall per probe, so probes must be rare. A probe that holds (the window
-full at that level for a probe interval, no call slow) clears it, and slow start resumes:
-one stall of the worker's own (a burst of messages to parse at start-up) must not pin an
-endpoint's window at a handful of calls for minutes, one more every few seconds.
+one is) costs a stall per probe, so probes must be rare.
 A timeout, a connection error or a 5xx halves it, though a failure that came back
 as fast as a normal call (a receiver that answers ``500`` in milliseconds is not
 overloaded by a handful of calls) keeps at least ``LATENCY_FLOOR``: pinned at one call,
@@ -220,15 +217,6 @@ class Window:
                 self._double_after = now + (self.slow_after(allowance) or 0.0)
             self.limit += 1.0
         elif now >= self._next_growth:
-            if self._gave_way is not None and self.limit >= self._gave_way:
-                # Full at the level where latency gave way, for a probe interval, and no call came
-                # back slow (one would have cut it): the receiver copes there now, and that level
-                # says nothing any more (a stall of the worker's own, or a burst the receiver has
-                # since absorbed). Slow start again, up to the ceiling: a receiver that truly gives
-                # way further up is found there, and cut, within a round trip.
-                self._gave_way = None
-                self.threshold = float(self.ceiling)
-                self._double_to = 0.0
             self.limit += 1.0
             probing = self._gave_way is not None and self.limit >= self._gave_way - 1
             pause = PROBE_INTERVAL_SECONDS if probing else GROWTH_INTERVAL_SECONDS
