@@ -89,16 +89,21 @@ def test_retry_after_delays_the_next_attempt_and_429_does_not_count_towards_offl
 
 
 def test_a_slow_endpoint_is_capped_and_does_not_slow_the_healthy_ones(client, tenant, auth, make_settings, start_worker):
-    settings = make_settings(delivery_timeout=5.0)
-    in_flight, peak, lock = [0], [0], threading.Lock()
+    # The slow receiver holds every call until the healthy one has had all its events (or 25 s,
+    # under the 30 s timeout): had the healthy deliveries queued behind the slow ones, they could
+    # only arrive once a held call gave up waiting.
+    settings = make_settings(delivery_timeout=30.0, endpoint_max_in_flight=4)
+    in_flight, peak, gave_up, lock = [0], [0], [0], threading.Lock()
+    healthy_done = threading.Event()
 
     def slow(request: RecordedRequest):
         with lock:
             in_flight[0] += 1
             peak[0] = max(peak[0], in_flight[0])
-        pause(1.0)
+        released = healthy_done.wait(25.0)
         with lock:
             in_flight[0] -= 1
+            gave_up[0] += not released
         return 200, None, b"slow"
 
     with Receiver(slow) as slow_receiver, Receiver(always(200)) as healthy:
@@ -107,14 +112,18 @@ def test_a_slow_endpoint_is_capped_and_does_not_slow_the_healthy_ones(client, te
         start_worker(settings)
         for _ in range(20):
             send(client, auth(tenant), event_type="slow")
-        started = time.monotonic()
-        for _ in range(50):
-            send(client, auth(tenant), event_type="fast")
-        healthy.wait_for(50, timeout=10)
-        healthy_time = time.monotonic() - started
-        assert len(slow_receiver.requests) < 20  # the slow backlog is still draining
-    assert peak[0] <= settings.endpoint_max_in_flight
-    assert healthy_time < 5.0
+        slow_receiver.wait_for(1, timeout=10)  # the slow endpoint holds calls from here on
+        try:
+            for _ in range(50):
+                send(client, auth(tenant), event_type="fast")
+            healthy.wait_for(50, timeout=20)
+            with lock:
+                held_while_healthy_done = gave_up[0] == 0
+        finally:
+            healthy_done.set()
+        slow_receiver.wait_for(20, timeout=20)  # released, the slow backlog drains
+    assert held_while_healthy_done, "healthy deliveries waited behind the slow endpoint's calls"
+    assert 1 <= peak[0] <= 4  # never more calls at once than ENDPOINT_MAX_IN_FLIGHT
 
 
 def test_rate_limit_is_honoured(client, tenant, auth, settings, start_worker):
