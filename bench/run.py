@@ -11,8 +11,8 @@ machine's RabbitMQ and PostgreSQL (the steps, what each measures and its options
 A full run rewrites the generated part of ``bench/RESULTS.md`` (between the ``bench:run`` markers)
 and the plots it links (``bench/*.png``); ``--quick`` uses small numbers. With ``--only`` it runs
 the steps named, prints their report and leaves ``RESULTS.md`` alone; ``--only`` also runs the steps
-a full run leaves out (``core``, ``retention``, ``hot_path_sql``, ``sender_cpu``: ``--help`` lists
-their options). ``--from-json bench/.logs/results.json`` only renders an earlier run's figures again.
+a full run leaves out (``core``, ``retention``, ``catalog``, ``tracing``, ``portal``, ``destinations``:
+``--help`` lists their options). ``--from-json bench/.logs/results.json`` only renders an earlier run's figures again.
 Every process, queue and database a run made is removed at exit, on Ctrl-C too. Logs of every
 process and the raw figures: ``bench/.logs/``. How to add a step: ``bench/README.md``.
 

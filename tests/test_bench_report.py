@@ -39,28 +39,28 @@ def test_a_partial_run_says_so_and_names_each_step_it_left_out() -> None:
 
 def test_a_run_of_steps_outside_the_full_run_shows_only_their_sections() -> None:
     run = {key: quick_run()[key] for key in ("command", "plan", "machine", "versions", "date", "wall_seconds")}
-    run["sender_cpu"] = {"requests": 2000, "concurrency": 50, "rounds": 1, "medians": {
-        "plain aiohttp": {"cpu_ms_per_request": 0.2, "requests_per_s": 4000.0},
-        "guarded Sender": {"cpu_ms_per_request": 0.25, "requests_per_s": 3500.0}}}
+    run["tracing"] = {"rounds": [
+        {"status": "ok", "mode": "off", "events": 2000, "ingest_rate": 1000.0, "delivery_rate": 500.0},
+        {"status": "ok", "mode": "on", "events": 2000, "ingest_rate": 900.0, "delivery_rate": 450.0}]}
 
     markdown = report.render(run)
 
     assert [line for line in markdown.splitlines() if line.startswith("### ")] == [
-        "### The guarded sender's CPU per request (`--only sender_cpu`)"]
-    assert "- guard overhead: +0.050 ms CPU/request (+25 %)" in markdown
+        "### Tracing: off against every trace sampled"]
+    assert "delivery: off 500/s, on 450/s: -10.0 % with every trace sampled" in markdown
 
 
 def test_a_step_outside_the_full_run_reads_after_the_others() -> None:
-    run = {**quick_run(), "hot_path_sql": {"schema": "latest schema", "attempts": 2000, "batch": 128,
-                                           "backend_cpu_ms_per_attempt": 0.1234, "attempts_per_s": 5000.0}}
+    run = {**quick_run(), "portal": {"seeded": {"events": 2000, "attempts": 20000, "days": 10.0, "database": "9 MB"},
+                                     "requests_per_page": 40, "target_met": True,
+                                     "pages": {"event log": {"p50_ms": 3.1, "p95_ms": 4.2, "max_ms": 5.0}}}}
 
     markdown = report.render(run)
 
-    assert markdown.index("### Tenant flood") < markdown.index("### PostgreSQL's CPU per attempt on the hot path") \
+    assert markdown.index("### Tenant flood") < markdown.index("### Portal pages with a long history") \
         < markdown.index("### Not measured, and why")
-    assert ("latest schema: 2000 attempts in batches of 128: PostgreSQL backend 0.123 ms CPU per attempt; "
-            "5,000 attempts/s in one thread") in markdown
-    assert "hot_path_sql" not in markdown.split("### Not measured, and why")[1]
+    assert "| event log | 3.1 ms | 4.2 ms | 5.0 ms |" in markdown
+    assert "portal" not in markdown.split("### Not measured, and why")[1]
 
 
 def test_a_step_that_failed_says_why_instead_of_its_figures() -> None:

@@ -1,4 +1,4 @@
-"""The app in this process on a fresh stack's database (steps ``retention``, ``portal``, ``hot_path_sql``):
+"""The app in this process on a fresh stack's database (steps ``retention`` and ``portal``):
 migrated, one tenant with one endpoint, and everything removed afterwards."""
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ arrivals after the first 10 % give deliveries per second (every attempt logged).
 to an endpoint that fails twice (``tests/receivers.py``'s receiver, ladder ``1s,2s``) give the
 gaps between retries. Options: ``--events`` (default 2,000), ``--database sqlite|postgresql``,
 ``--failing`` (the endpoint answers 500 to every call and is never taken offline: each attempt is
-recorded and its retry published). ``BENCH_PROFILE=/tmp/worker.raw`` runs the worker under ``py-spy record``;
-``BENCH_WORKER_SCRIPT`` runs another worker script.
+recorded and its retry published).
 """
 
 from __future__ import annotations
@@ -80,7 +79,7 @@ def core(context: Context, deadline: Deadline) -> Results:
         # With --failing the retries of every event still queue ahead: the gaps would measure that queue.
         gaps = [] if args.failing else _retry_gaps(settings, publisher)
     finally:
-        worker.send_signal(signal.SIGINT)  # the worker drains; py-spy writes its profile
+        worker.send_signal(signal.SIGINT)  # the worker drains
         worker.wait()
         settings.topology.delete(connection.channel())
         connection.close()
@@ -105,12 +104,7 @@ def _run_worker(settings: Settings, failing: bool) -> subprocess.Popen:
            "LOG_LEVEL": "WARNING"}
     if failing:  # an endpoint that always fails would be taken offline and its deliveries parked, not retried
         env["OFFLINE_AFTER_FAILURES"] = "1000000000"
-    command = [sys.executable, os.environ["BENCH_WORKER_SCRIPT"]] if os.environ.get("BENCH_WORKER_SCRIPT") else \
-        [sys.executable, "-m", "webhooks.worker"]
-    if os.environ.get("BENCH_PROFILE"):  # py-spy raw stacks of the worker, e.g. BENCH_PROFILE=/tmp/worker.raw
-        command = ["py-spy", "record", "--format", "raw", "--rate", "200", "--gil", "--output",
-                   os.environ["BENCH_PROFILE"], "--", *command]
-    return subprocess.Popen(command, env=env)
+    return subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=env)
 
 
 def _thread_cpu(pid: int) -> dict[str, float]:
