@@ -1,25 +1,11 @@
 #!/usr/bin/env python3
 """The benchmark's one entry point: every step on this machine, its figures in ``bench/RESULTS.md``.
 
-``python bench/run.py [--quick] [--only STEP,STEP] [options]`` makes its own virtualenv
-``bench/.venv`` (``bench/requirements.txt`` plus the service's ``requirements.txt``), re-runs
-itself from there, starts one receiver process (``bench/kit/receiver.py``) for everybody and
-runs the steps of ``bench/steps/`` (``bench.steps.STEPS``), each under a time limit, on this
-machine's RabbitMQ and PostgreSQL (the steps, what each measures and its options: ``bench/README.md``,
-``--help``).
-
-A full run rewrites the generated part of ``bench/RESULTS.md`` (between the ``bench:run`` markers)
-and the plots it links (``bench/*.png``); ``--quick`` uses small numbers. With ``--only`` it runs
-the steps named, prints their report and leaves ``RESULTS.md`` alone; ``--only`` also runs the steps
-a full run leaves out (``core``, ``retention``, ``catalog``, ``tracing``, ``portal``, ``destinations``:
-``--help`` lists their options). ``--from-json bench/.logs/results.json`` only renders an earlier run's figures again.
-Every process, queue and database a run made is removed at exit, on Ctrl-C too. Logs of every
-process and the raw figures: ``bench/.logs/``. How to add a step: ``bench/README.md``.
-
-``python bench/run.py MODE [options]`` runs one of ``MODES`` instead, in this interpreter (the
-service's packages suffice): the fault drills ``chaos`` and ``failover`` (their exit status is their
-pass or fail; CI runs ``chaos --quick``), ``cluster`` (a RabbitMQ cluster of its own, by hand) and
-``page-memory``.
+``python bench/run.py [--quick] [--only STEP,STEP] [--from-json PATH] [options]`` makes its own virtualenv
+``bench/.venv`` (``bench/requirements.txt`` plus the service's ``requirements.txt``), re-runs itself from
+there, starts one receiver process for every step and runs ``bench.steps.STEPS``, each under a time limit.
+``python bench/run.py MODE [options]`` runs one of ``MODES`` instead, in this interpreter. What each does,
+and how to add a step: ``bench/README.md``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """Chaos run: real processes, a RabbitMQ node of its own and PostgreSQL, faults injected while events flow.
 
-Usage: ``python bench/run.py chaos [--events 3000] [--rate 50] [--quick]``
-
-Starts a one-node RabbitMQ of the run's own (``bench/kit/cluster.py``: the machine's shared
-broker is never touched) and, on a fresh PostgreSQL database, the service the Procfile's
-way (``bench/kit/stack.py``: gunicorn with 2 web processes, 2 delivery workers and the
-clock) delivering to a local receiver. A client sends events at a steady rate, each with
-its own ``Idempotency-Key``, sent again until it gets a 202 as a real service would, and
-meanwhile:
-
-- SIGKILLs a delivery worker every few seconds and starts it again;
-- stops the node's RabbitMQ application (``rabbitmqctl stop_app``) for a while, then starts it;
-- restarts PostgreSQL once (not with ``--quick``: that is the machine's shared database);
-- injects a poison message into the primary queue.
-
-Then it waits for the deliveries to settle and prints: events accepted, delivered at
-least once, lost (must be 0), duplicates (count and rate), deliveries whose attempt
-log is missing (must be 0), and how often the poison message reached the dead-letter
-queue (must be 1). Exit status 1 if any of those checks fails.
+Usage: ``python bench/run.py chaos [--events 3000] [--rate 50] [--quick]``. What it does and checks (workers
+SIGKILLed, the node's RabbitMQ stopped, PostgreSQL restarted unless ``--quick``, a poison message; then lost,
+duplicates, attempt logs, the poison message dead-lettered once; exit status 1 if a check fails):
+``docs/reliability.md``.
 """
 
 from __future__ import annotations

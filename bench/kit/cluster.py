@@ -1,28 +1,15 @@
 """A throwaway 3-node RabbitMQ cluster on loopback, beside (never instead of) the machine's broker.
 
-Usage (from the repository root; RabbitMQ's own packages must be installed)::
-
-    python bench/run.py cluster start           # three nodes, joined; prints the AMQP_URL list
-    python bench/run.py cluster url             # the AMQP_URL list again
-    python bench/run.py cluster status          # which nodes run, and the cluster as node 1 sees it
-    python bench/run.py cluster leader QUEUE    # the node leading a quorum queue, and its members
-    python bench/run.py cluster kill 2          # kill -9 node 2
-    python bench/run.py cluster restart 2       # start node 2 again (it rejoins by itself)
-    python bench/run.py cluster stop            # stop every node and remove every file
-
-Each node has its own node name (``webhooks-cluster-1@localhost`` …), AMQP port
-(5681, 5682, 5683 by default: ``--base-port``), Erlang distribution port (base + 20000),
-data and log directories, ``rabbitmq.conf`` and ``rabbitmq-env.conf`` under one
-directory (``--dir``, default ``$TMPDIR/webhooks-cluster-<uid>``), where the cluster's
-own Erlang cookie lives too (``HOME`` points there). The nodes register with an epmd
-of their own (port base - 1300, 4381 by default), so the machine's broker (node
-``rabbit@<host>``, port 5672, epmd 4369, ``/var/lib/rabbitmq`` and its cookie) is never
-read, written or signalled: the Debian package's ``/etc/rabbitmq/rabbitmq.conf`` pins
-port 5672 and its ``rabbitmq-env.conf`` names that node, so every node gets its own of
-both. Before signalling a process the script checks in ``/proc`` that it runs one of
-its own nodes.
-
-``Cluster`` does the same for tests and the drills (``bench/drills/failover.py``; one node: ``bench/drills/chaos.py``).
+``python bench/run.py cluster start|url|status|leader QUEUE|kill N|restart N|stop`` (``docs/reliability.md``).
+Each node has its own node name (``webhooks-cluster-1@localhost`` …), AMQP port (5681, 5682, 5683 by default:
+``--base-port``), Erlang distribution port (base + 20000), data and log directories, ``rabbitmq.conf`` and
+``rabbitmq-env.conf`` under one directory (``--dir``, default ``$TMPDIR/webhooks-cluster-<uid>``), where the
+cluster's own Erlang cookie lives too (``HOME`` points there). The nodes register with an epmd of their own
+(port base - 1300), so the machine's broker (node ``rabbit@<host>``, port 5672, epmd 4369,
+``/var/lib/rabbitmq`` and its cookie) is never read, written or signalled: the Debian package's
+``/etc/rabbitmq/rabbitmq.conf`` pins port 5672 and its ``rabbitmq-env.conf`` names that node, so every node
+gets its own of both. Before signalling a process the script checks in ``/proc`` that it runs one of its own
+nodes. ``Cluster`` does the same for tests and the drills (one node: ``bench/drills/chaos.py``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """A fast webhook receiver for benchmarks: asyncio, HTTP/1.1 keep-alive, answers 200.
 
-Run standalone (``python -m bench.kit.receiver PORT``; it prints the request count every
-5 seconds, ``--quiet`` does not) or start it in a thread with ``start(port)``; it
-counts requests so a benchmark can tell when all arrived. It raises its open-files
+Run standalone (``python -m bench.kit.receiver PORT``) or start it in a thread with ``start(port)``;
+it counts requests so a benchmark can tell when all arrived. It raises its open-files
 limit to the hard limit, so it holds 10,000+ connections at once.
 
 Paths choose the answer, so one receiver serves every contender of ``bench/run.py``:
@@ -27,8 +26,6 @@ latencies and the concurrency a sender really achieved. Control requests, never
 counted, under ``/_bench/``:
 
 - ``GET /_bench/stats``: JSON ``{"total": n, "paths": {path: n}, "in_flight": n}``;
-- ``GET /_bench/dump?path=/x``: one line per recorded request, ``<unix time> <webhook-id> <path>``
-  (every path when ``path`` is absent);
 - ``GET /_bench/timeline?prefix=/x``: one line per recorded request to a path starting
   with ``prefix`` (``path=`` for one path), ``<arrival> <end> <outcome> <in flight at
   arrival> <webhook-id> <path>``; ``outcome`` is ``a`` (answered at ``end``), ``x`` (the
@@ -38,7 +35,6 @@ counted, under ``/_bench/``:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
@@ -162,14 +158,6 @@ class Counter:
         paths = {path.decode(errors="replace"): n for path, n in self.by_path.items()}
         return json.dumps({"total": self.count, "paths": paths, "in_flight": self.in_flight_total}).encode()
 
-    def dump(self, path: bytes | None) -> bytes:
-        lines = [
-            b"%.6f %s %s" % (wall, webhook_id or b"-", p)
-            for wall, webhook_id, p in zip(self.wall, self.webhook_ids, self.paths)
-            if path is None or p == path
-        ]
-        return b"\n".join(lines) + (b"\n" if lines else b"")
-
     def timeline(self, prefix: bytes, exact: bool) -> bytes:
         lines = [
             b"%.6f %s %s %d %s %s" % (self.wall[i], b"-" if self.outcomes[i] == PENDING else b"%.6f" % self.ended[i],
@@ -275,9 +263,6 @@ class _Protocol(asyncio.Protocol):
         query = parse_qs(url.query)
         if url.path == "/_bench/stats":
             return _answer(self.counter.stats())
-        if url.path == "/_bench/dump":
-            wanted = query.get("path")
-            return _answer(self.counter.dump(wanted[0].encode() if wanted else None), b"text/plain")
         if url.path == "/_bench/timeline":
             exact = "path" in query
             wanted = (query.get("path") or query.get("prefix") or ["/"])[0].encode()
@@ -308,22 +293,8 @@ def start(port: int) -> Counter:
     return counter
 
 
-async def _main(port: int, quiet: bool) -> None:
-    counter = Counter()
-    server = asyncio.create_task(serve(port, counter))
-    while not server.done():
-        await asyncio.sleep(5)
-        if not quiet:
-            print(f"{counter.count} requests, {counter.in_flight_total} in flight", flush=True)
-    await server
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("port", nargs="?", type=int, default=9999)
-    parser.add_argument("--quiet", action="store_true", help="do not print the count every 5 seconds")
-    args = parser.parse_args()
     try:
-        asyncio.run(_main(args.port, args.quiet))
+        asyncio.run(serve(int(sys.argv[1]) if sys.argv[1:] else 9999, Counter()))
     except KeyboardInterrupt:
         sys.exit(0)

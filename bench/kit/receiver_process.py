@@ -21,7 +21,7 @@ class Receiver:
         self.http = httpx.Client(timeout=60.0, trust_env=False)
 
     def start(self) -> "Receiver":
-        self.child = PROCS.start(self.name, [PYTHON, "-m", "bench.kit.receiver", str(self.port), "--quiet"])
+        self.child = PROCS.start(self.name, [PYTHON, "-m", "bench.kit.receiver", str(self.port)])
         wait_port(self.port, Deadline(15, f"{self.name} start"), self.child)
         return self
 
@@ -42,13 +42,8 @@ class Receiver:
 
     def dump(self, path: str | None = None) -> list[tuple[float, str, str]]:
         """(unix time, webhook-id, path) of every request (to ``path``), in arrival order."""
-        params = {"path": path} if path else {}
-        text = self.http.get(self.url("/_bench/dump"), params=params).text
-        rows = []
-        for line in text.splitlines():
-            t, webhook_id, p = line.split(" ", 2)
-            rows.append((float(t), webhook_id, p))
-        return rows
+        calls = parse_timeline(self.http.get(self.url("/_bench/timeline"), params={"path": path} if path else {}).text)
+        return [(call.arrival, call.webhook_id, call.path) for call in calls]
 
     def first_arrivals(self, path: str) -> dict[str, float]:
         """When each ``webhook-id`` first arrived on ``path`` (unix time)."""

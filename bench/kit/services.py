@@ -11,15 +11,17 @@ import importlib.metadata
 import os
 import platform
 import random
-import shutil
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Any, Iterable
 
 import pika
 import pika.exceptions
 import psycopg2
+
+from bench.kit.procs import ROOT
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -74,16 +76,6 @@ def drop_database(name: str) -> None:
     pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def postgres_version() -> str:
-    connection = psycopg2.connect(PG_ADMIN)
-    try:
-        cursor = connection.cursor()
-        cursor.execute("SHOW server_version")
-        return cursor.fetchone()[0]
-    finally:
-        connection.close()
-
-
 class Sql:
     """A small read-mostly connection to one benchmark database."""
 
@@ -101,6 +93,14 @@ class Sql:
 
     def close(self) -> None:
         self.connection.close()
+
+
+def postgres_version() -> str:
+    admin = Sql(PG_ADMIN)
+    try:
+        return admin.value("SHOW server_version")
+    finally:
+        admin.close()
 
 
 # -- RabbitMQ ------------------------------------------------------------------------------------
@@ -129,47 +129,32 @@ def queue_depth(name: str, url: str = AMQP_URL) -> int:
         connection.close()
 
 
-def _rabbitmqctl_names(kind: str) -> list[str] | None:
-    if shutil.which("rabbitmqctl") is None:
-        return None
+def _rabbitmqctl_names(kind: str) -> list[str]:
+    """The names ``rabbitmqctl list_<kind>s`` lists (none when it cannot be run)."""
     try:
-        out = subprocess.run(["rabbitmqctl", "-q", kind, "name"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["rabbitmqctl", "-q", f"list_{kind}s", "name"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    return [line.strip() for line in out.stdout.splitlines() if line.strip() and line.strip() != "name"]
+        return []
+    names = [line.strip() for line in out.stdout.splitlines()] if out.returncode == 0 else []
+    return [name for name in names if name and name != "name"]
 
 
-def delete_broker_objects(prefix: str, queues: Iterable[str] = (), exchanges: Iterable[str] = ()) -> list[str]:
+def delete_broker_objects(prefix: str, queues: Iterable[str] = (), exchanges: Iterable[str] = ()) -> None:
     """Delete the named queues and exchanges and every one whose name starts with ``prefix``."""
-    queue_names = set(queues)
-    exchange_names = set(exchanges)
-    listed = _rabbitmqctl_names("list_queues")
-    queue_names.update(q for q in listed or [] if q.startswith(prefix))
-    listed_ex = _rabbitmqctl_names("list_exchanges")
-    exchange_names.update(e for e in listed_ex or [] if e.startswith(prefix))
-    deleted = []
+    named = {kind: sorted({*given, *(name for name in _rabbitmqctl_names(kind) if name.startswith(prefix))})
+             for kind, given in (("queue", queues), ("exchange", exchanges))}
     connection = amqp_connection()
     try:
-        for name in sorted(queue_names):
-            channel = connection.channel()
-            try:
-                channel.queue_delete(name)
-                deleted.append(name)
-                channel.close()
-            except pika.exceptions.ChannelClosedByBroker:
-                pass
-        for name in sorted(exchange_names):
-            channel = connection.channel()
-            try:
-                channel.exchange_delete(name)
-                channel.close()
-            except pika.exceptions.ChannelClosedByBroker:
-                pass
+        for kind, names in named.items():
+            for name in names:
+                channel = connection.channel()
+                try:
+                    getattr(channel, f"{kind}_delete")(name)
+                    channel.close()
+                except pika.exceptions.ChannelClosedByBroker:
+                    pass
     finally:
         connection.close()
-    return deleted
 
 
 # -- the machine ---------------------------------------------------------------------------------
@@ -184,23 +169,16 @@ def machine_line() -> str:
 
 def machine() -> dict[str, Any]:
     """The machine a full run ran on: CPU model, cores, memory, kernel, distribution, load at start."""
-    model = "?"
-    with open("/proc/cpuinfo") as handle:
-        for line in handle:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    memory_kib = 0
-    with open("/proc/meminfo") as handle:
-        for line in handle:
-            if line.startswith("MemTotal:"):
-                memory_kib = int(line.split()[1])
-    distro = ""
+    def first(path: str, key: str) -> str | None:
+        return next((line.split(":", 1)[1].strip() for line in Path(path).read_text().splitlines()
+                     if line.startswith(key)), None)
+
     try:
-        distro = "Debian " + open("/etc/debian_version").read().strip()
+        distro = "Debian " + Path("/etc/debian_version").read_text().strip()
     except OSError:
-        pass
-    return {"cores": os.cpu_count(), "memory_gib": memory_kib / 2**20, "cpu": model,
+        distro = ""
+    memory_kib = int((first("/proc/meminfo", "MemTotal:") or "0 kB").split()[0])
+    return {"cores": os.cpu_count(), "memory_gib": memory_kib / 2**20, "cpu": first("/proc/cpuinfo", "model name") or "?",
             "kernel": platform.release(), "os": distro, "load_at_start": os.getloadavg()}
 
 
@@ -223,14 +201,11 @@ def versions(wrk_version: str) -> dict[str, str]:
 
 def commit() -> str | None:
     """The checkout's commit (short), with ``+`` when it has uncommitted changes; None outside git."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10)
+        head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "") if head.returncode == 0 else None
