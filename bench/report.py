@@ -56,15 +56,10 @@ def write_results(markdown: str, path: Path = RESULTS) -> None:
     path.write_text(text)
 
 
-def publish_plots(source: Path, target: Path = BENCH) -> list[Path]:
+def publish_plots(source: Path, target: Path = BENCH) -> None:
     """Copy the run's plots (``*.png`` in ``source``) next to RESULTS.md, which links them."""
-    copied = []
-    for plot in sorted(source.glob("*.png")):
-        copied.append(Path(shutil.copy2(plot, target / plot.name)))
-    return copied
-
-
-# -- sections ------------------------------------------------------------------------------------
+    for plot in source.glob("*.png"):
+        shutil.copy2(plot, target / plot.name)
 
 
 def render(r: dict[str, Any]) -> str:
@@ -130,7 +125,7 @@ def _engine_targets(r: dict[str, Any], add: Add) -> None:
     add("|---|---|---|")
     add(peer_ratio_row(r, "dramatiq", 2))
     add(peer_ratio_row(r, "celery", 2))
-    add(_async_floor_row(r))
+    add(peer_ratio_row(r, "async-floor", None))
     add(_rate_row(r.get("fanout"), "50 endpoints answering after 200 ms, one worker process: "
                   f"≥ {slow.FANOUT_TARGET:,.0f}/s", slow.FANOUT_TARGET))
     add(_rate_row(r.get("slow"), f"one endpoint answering after 200 ms: ≥ {slow.SLOW_TARGET:,.0f}/s", slow.SLOW_TARGET))
@@ -142,14 +137,6 @@ def _engine_targets(r: dict[str, Any], add: Add) -> None:
     add("| chaos run loses nothing, duplicates < 0.5 % | not part of `bench/run.py` (`bench/run.py chaos`, a fault drill "
         "of its own) | not measured |")
     add("")
-
-
-def _async_floor_row(r: dict[str, Any]) -> str:
-    service, floor = service_rate(r), r.get("peers", {}).get("async-floor")
-    if service and ok(floor):
-        return (f"| service ÷ async floor (reported, no target) | {service / floor['rate']:.2f} × ({n(service)} vs "
-                f"{n(floor['rate'])} deliveries/s) | – |")
-    return "| service ÷ async floor (reported, no target) | – | not measured |"
 
 
 def _row(target: str, step: Any, figures: Callable[[dict[str, Any]], tuple[str, str]]) -> str:
@@ -239,14 +226,15 @@ def _earlier_targets(r: dict[str, Any], add: Add) -> None:
     add("")
 
 
-def peer_ratio_row(r: dict[str, Any], name: str, factor: float) -> str:
-    """``| service ≥ factor × name | ratio | verdict |``"""
+def peer_ratio_row(r: dict[str, Any], name: str, factor: float | None) -> str:
+    """``| service ≥ factor × name | ratio | verdict |``; without a factor the ratio alone (no target)."""
     service, peer = service_rate(r), r.get("peers", {}).get(name)
-    target = f"service ≥ {factor:g} × {name}"
-    if service and ok(peer):
-        return (f"| {target} | {service / peer['rate']:.2f} × ({n(service)} vs {n(peer['rate'])} deliveries/s"
-                f"{_cpu_ratio(r, peer)}) | {verdict(service >= factor * peer['rate'])} |")
-    return f"| {target} | – | not measured |"
+    target = f"service ≥ {factor:g} × {name}" if factor else f"service ÷ {name.replace('-', ' ')} (reported, no target)"
+    if not (service and ok(peer)):
+        return f"| {target} | – | not measured |"
+    met = verdict(service >= factor * peer["rate"]) if factor else "–"
+    return (f"| {target} | {service / peer['rate']:.2f} × ({n(service)} vs {n(peer['rate'])} deliveries/s"
+            f"{_cpu_ratio(r, peer) if factor else ''}) | {met} |")
 
 
 def _cpu_ratio(r: dict[str, Any], peer: dict[str, Any]) -> str:

@@ -130,16 +130,6 @@ def answers(dump: list[tuple[float, str, str]]) -> dict[tuple[str, str], list[tu
     return requests
 
 
-def first_successes(answered: dict[tuple[str, str], list[tuple[float, bool]]]) -> dict[str, float]:
-    """Per event id: when the receiver first answered it 2xx."""
-    firsts: dict[str, float] = {}
-    for (_, event_id), requests in answered.items():
-        times = [at for at, ok in requests if ok]
-        if times:
-            firsts[event_id] = min(times)
-    return firsts
-
-
 def longest_gap(times: list[float], start: float, end: float) -> tuple[float, float]:
     """(length, start) of the longest pause in arrivals between ``start`` and ``end`` (counted from ``start``
     when deliveries had already paused before it)."""
@@ -263,7 +253,8 @@ def analyse(stack: ServiceStack, sent: list[dict[str, Any]], dump: list[tuple[fl
     results["ladder retries outside the failovers, lateness"] = summary(
         [late for flag, (_, late) in zip(in_failover, retries) if not flag])
     last_post = max((row["end"] for row in sent if row.get("status") == 202), default=load_start)
-    arrived = first_successes(answered)
+    arrived = {event_id: min(at for at, ok in requests if ok)  # when the receiver first answered it 2xx
+               for (_, event_id), requests in answered.items() if any(ok for _, ok in requests)}
     late_events = sorted(at - last_post for at in arrived.values() if at - last_post > ARRIVAL_TARGET)
     results["last event arrived after the last POST (s)"] = round(max(arrived.values(), default=last_post) - last_post, 1)
     results[f"events first delivered more than {ARRIVAL_TARGET:.0f} s after the last POST"] = len(late_events)

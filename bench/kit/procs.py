@@ -92,14 +92,14 @@ class Procs:
         self.log_dir = BENCH / ".logs"
         self._lock = threading.Lock()
 
-    def start(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> Child:
+    def start(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> Child:
         self.log_dir.mkdir(exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
         handle = open(log_path, "ab")
         handle.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(argv)[:300]}\n".encode())
         handle.flush()
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        popen = subprocess.Popen(list(argv), cwd=cwd, env=full_env, stdout=handle, stderr=subprocess.STDOUT,
+        popen = subprocess.Popen(list(argv), cwd=ROOT, env=full_env, stdout=handle, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True)
         handle.close()
         child = Child(name, popen, log_path)
@@ -210,14 +210,20 @@ def install_exit_handlers() -> None:
 # -- ports ---------------------------------------------------------------------------------------
 
 
+def check_alive(children: Iterable[Child | None]) -> None:
+    """Raise, with the end of its log, if one of ``children`` exited."""
+    for child in children:
+        if child is not None and not child.alive():
+            raise RuntimeError(f"{child.name} exited ({child.popen.returncode}):\n{child.tail()}")
+
+
 def wait_port(port: int, deadline: Deadline, child: Child | None = None) -> None:
     while True:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
-            if child is not None and not child.alive():
-                raise RuntimeError(f"{child.name} exited ({child.popen.returncode}):\n{child.tail()}")
+            check_alive([child])
             deadline.check()
             time.sleep(0.1)
 

@@ -29,7 +29,7 @@ import httpx
 
 from bench.kit import services
 from bench.kit.procs import (
-    CLEANUP, PROCS, PYTHON, ROOT, Child, Deadline, RssSampler, ScenarioTimeout, log, wait_port,
+    CLEANUP, PROCS, PYTHON, ROOT, Child, Deadline, RssSampler, ScenarioTimeout, check_alive, log, wait_port,
 )
 from bench.kit.payload import EVENT_TYPE, event_request
 from bench.kit.services import Sql
@@ -67,17 +67,18 @@ def service_defaults() -> dict[str, Any]:
 
 
 @dataclass
-class PacedSender:
-    """A running ``bench.kit.loadgen paced`` process and the file it writes its results to."""
+class Load:
+    """A running ``bench.kit.loadgen`` process and the file it writes its results to."""
 
     child: Child
     out: Path
 
-    def results(self, grace: float = 30.0) -> list[dict[str, Any]]:
+    def results(self, grace: float = 30.0) -> Any:
         """Stop starting requests (SIGTERM; a finished sender ignores it), wait for those started, read them all."""
         PROCS.stop(self.child, grace=grace)
         if not self.out.exists():
-            raise RuntimeError(f"paced sender wrote no results ({self.child.popen.returncode}):\n{self.child.tail()}")
+            raise RuntimeError(f"the load generator wrote no results ({self.child.popen.returncode}):\n"
+                               f"{self.child.tail()}")
         results = json.loads(self.out.read_text())
         self.out.unlink()
         return results
@@ -106,7 +107,7 @@ LATENCY_STAGES = (
 
 
 class ServiceStack:
-    def __init__(self, name: str, env: dict[str, str] | None = None, web_workers: int = 2) -> None:
+    def __init__(self, name: str, env: dict[str, str] | None = None) -> None:
         self.name = name
         #: The service's settings this stack changes from their defaults (the report names them).
         self.overrides = dict(env or {})
@@ -130,7 +131,6 @@ class ServiceStack:
         }
         metrics_dir = self.env["PROMETHEUS_MULTIPROC_DIR"]
         CLEANUP.add(f"remove {metrics_dir}", lambda: shutil.rmtree(metrics_dir, ignore_errors=True))
-        self.web_workers = web_workers
         self.port = services.free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.web: Child | None = None
@@ -158,8 +158,8 @@ class ServiceStack:
             self._run("-m", "flask", "--app", "app", "migrate")
 
     def start_web(self) -> None:
-        # The Procfile's web process: its gunicorn config (gthread workers), sized by the environment.
-        env = {**self.env, "BIND": f"127.0.0.1:{self.port}", "WEB_CONCURRENCY": str(self.web_workers)}
+        # The Procfile's web process: its gunicorn config (gthread workers), 2 processes.
+        env = {**self.env, "BIND": f"127.0.0.1:{self.port}", "WEB_CONCURRENCY": "2"}
         self.web = PROCS.start(f"{self.name}-web", [PYTHON, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf",
                                                     "app:create_app()"], env)
         wait_port(self.port, Deadline(60, f"{self.name}: gunicorn start"), self.web)
@@ -172,12 +172,9 @@ class ServiceStack:
         except httpx.HTTPError:
             return False
 
-    def start_workers(self, count: int, env: dict[str, str] | None = None) -> list[Child]:
-        started = [
-            PROCS.start(f"{self.name}-worker-{self.workers_started + i}", [PYTHON, "-m", "webhooks.worker"],
-                        {**self.env, **(env or {})})
-            for i in range(count)
-        ]
+    def start_workers(self, count: int) -> list[Child]:
+        started = [PROCS.start(f"{self.name}-worker-{self.workers_started + i}", [PYTHON, "-m", "webhooks.worker"],
+                               self.env) for i in range(count)]
         self.workers += started
         self.workers_started += count
         return started
@@ -193,9 +190,7 @@ class ServiceStack:
 
     def check_alive(self) -> None:
         """Raise if a worker, the clock or the web process died."""
-        for child in [*self.workers, *( [self.clock] if self.clock else []), *([self.web] if self.web else [])]:
-            if not child.alive():
-                raise RuntimeError(f"{child.name} exited ({child.popen.returncode}):\n{child.tail()}")
+        check_alive([*self.workers, self.clock, self.web])
 
     def close(self) -> None:
         self.stop_workers(grace=5.0)
@@ -314,15 +309,14 @@ class ServiceStack:
         return sender.results()
 
     def start_paced(self, tenant: Tenant, count: int, rate: float, event_types: list[str] | None = None,
-                    idempotency_prefix: str | None = None) -> "PacedSender":
+                    idempotency_prefix: str | None = None) -> Load:
         """Start POSTing up to ``count`` events at ``rate`` per second; ``results()`` stops it and reads them."""
         idempotency = ["--idempotency-prefix", idempotency_prefix] if idempotency_prefix else []
-        child, out = self.start_load("paced", tenant.api_key, [event_request(t) for t in event_types or [EVENT_TYPE]],
-                                     count, "--rate", str(rate), *idempotency)
-        return PacedSender(child, out)
+        return self.start_load("paced", tenant.api_key, [event_request(t) for t in event_types or [EVENT_TYPE]],
+                               count, "--rate", str(rate), *idempotency)
 
     def start_load(self, mode: str, api_key: str, bodies: list[bytes], count: int, *options: str,
-                   path: str = "/v1/events") -> tuple[Child, Path]:
+                   path: str = "/v1/events") -> Load:
         """Start ``python -m bench.kit.loadgen <mode>`` sending ``count`` requests to ``path`` with ``api_key``,
         their bodies ``bodies`` taken in turn; the process and the file it writes its results to."""
         PROCS.log_dir.mkdir(exist_ok=True)
@@ -335,7 +329,7 @@ class ServiceStack:
         out = PROCS.log_dir / f"{stamp}.out.json"
         argv = [PYTHON, "-m", "bench.kit.loadgen", mode, "--url", f"{self.base_url}{path}", *files,
                 "--header", f"Authorization: Bearer {api_key}", "--count", str(count), *options, "--out", str(out)]
-        return PROCS.start(f"{self.name}-{mode}", argv), out
+        return Load(PROCS.start(f"{self.name}-{mode}", argv), out)
 
     def preload(self, tenant: Tenant, events: int, fanout: int, deadline: Deadline) -> dict[str, Any]:
         """POST about ``events`` events (workers stopped) and wait until every delivery's
@@ -412,13 +406,11 @@ class ServiceStack:
                 statuses.update(r["statuses"])
             total = sum(r["count"] for r in results)
             return {"count": total, "seconds": seconds, "rps": total / seconds, "statuses": dict(statuses)}
-        child, out = self.start_load("burst", api_keys[0], [body], count // batch if batch else count,
-                                     "--connections", str(connections), "--processes", str(processes),
-                                     path="/v1/events/batch" if batch else "/v1/events")
-        child.popen.wait(600)
-        if child.popen.returncode != 0 or not out.exists():
-            raise RuntimeError(f"the load generator failed ({child.popen.returncode}):\n{child.tail()}")
-        result = json.loads(out.read_text())
+        load = self.start_load("burst", api_keys[0], [body], count // batch if batch else count,
+                               "--connections", str(connections), "--processes", str(processes),
+                               path="/v1/events/batch" if batch else "/v1/events")
+        load.child.popen.wait(600)
+        result = load.results()
         events = result["count"] * (batch or 1)
         return {**result, "count": events, "rps": events / result["seconds"]}
 

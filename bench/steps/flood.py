@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from bench.kit.markdown import Add, heading, n, overrides
 from bench.kit.payload import batch_request, event_request
-from bench.kit.procs import PROCS, Child, Deadline, log
+from bench.kit.procs import PROCS, Deadline, log
 from bench.kit.receiver_process import Receiver
-from bench.kit.stack import ServiceStack, Tenant, running
+from bench.kit.stack import Load, ServiceStack, Tenant, running
 from bench.kit.step import Context, Results, Step
 
 #: Target of issue 10: B's p99 from its POST to the arrival while A drains.
@@ -48,8 +47,7 @@ def batch_supported(stack: ServiceStack, tenant: Tenant) -> bool:
     return response.status_code not in (404, 405)
 
 
-def _start_flood(stack: ServiceStack, tenant: Tenant, event_types: list[str], events: int,
-                 batch: bool) -> tuple[Child, Path]:
+def _start_flood(stack: ServiceStack, tenant: Tenant, event_types: list[str], events: int, batch: bool) -> Load:
     """Start the load generator posting ``events`` events spread evenly over ``event_types``."""
     options = ("--processes", str(FLOOD_PROCESSES), "--connections", str(FLOOD_CONNECTIONS))
     if batch:
@@ -89,12 +87,12 @@ def flood(context: Context, deadline: Deadline, fanout: bool = False) -> Results
         log(f"   tenant A floods {plan.flood_events:,} events ({f'batches of {BATCH}' if batch else 'one per request'}); "
             f"tenant B posts one every {plan.flood_interval * 1000:.0f} ms")
         flood_started = time.time()
-        poster, poster_out = _start_flood(stack, a, event_types, plan.flood_events, batch)
+        poster = _start_flood(stack, a, event_types, plan.flood_events, batch)
         # Until A's flood is posted and delivered, or its time is up (then the figures say so).
         give_up = time.monotonic() + min(deadline.left() - 60, plan.flood_seconds)
         posted_at, accepted, drained = None, None, False
         while time.monotonic() < give_up:
-            if posted_at is None and not poster.alive():
+            if posted_at is None and not poster.child.alive():
                 posted_at, accepted = time.time(), _flood_events(stack, a)
                 log(f"   A's {accepted:,} events accepted in {posted_at - flood_started:.1f} s")
             if accepted is not None and receiver.count("/flood/a/") >= accepted * (len(event_types) if fanout else 1):
@@ -105,7 +103,7 @@ def flood(context: Context, deadline: Deadline, fanout: bool = False) -> Results
             time.sleep(0.5)
         if not drained:
             log(f"   A not drained within {plan.flood_seconds:.0f} s")
-            PROCS.stop(poster, grace=5.0)
+            PROCS.stop(poster.child, grace=5.0)
             accepted = _flood_events(stack, a)
             posted_at = posted_at or time.time()
         drained_at = time.time()
@@ -115,7 +113,7 @@ def flood(context: Context, deadline: Deadline, fanout: bool = False) -> Results
         while len({w for _, w, _ in receiver.dump(b_path)} & b_accepted) < len(b_accepted) and time.monotonic() < settle:
             time.sleep(0.5)
         stack.stop_workers()
-        posting = json.loads(poster_out.read_text()) if poster_out.exists() else {}
+        posting = json.loads(poster.out.read_text()) if poster.out.exists() else {}
         return {"events": plan.flood_events, "endpoints": plan.flood_endpoints, "fanout": fanout, "batch": batch,
                 "batch_size": BATCH,
                 "a_accepted": accepted, "a_drained": drained, "a_posting_seconds": posted_at - flood_started,

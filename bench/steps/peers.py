@@ -16,7 +16,7 @@ from typing import Any
 from bench.kit import cpu_split
 from bench.kit.cpu_split import CpuSampler, describe, steady_split
 from bench.kit.markdown import Add, floor_rate, mib, n, ok, service_settings_note, why
-from bench.kit.procs import CLEANUP, PROCS, PYTHON, VENV_BIN, Child, Deadline, RssSampler, log
+from bench.kit.procs import CLEANUP, PROCS, PYTHON, VENV_BIN, Child, Deadline, RssSampler, check_alive, log
 from bench.kit.receiver_process import Receiver
 from bench.kit.services import AMQP_URL, amqp_connection, delete_broker_objects, queue_depth
 from bench.kit.stats import WARMUP, steady_rate
@@ -63,12 +63,6 @@ def _peer_workers(kind: str, queue: str, url: str, processes: int) -> list[Child
             for i in range(processes)]
 
 
-def _check_alive(children: list[Child]) -> None:
-    for child in children:
-        if not child.alive():
-            raise RuntimeError(f"{child.name} exited ({child.popen.returncode}):\n{child.tail()}")
-
-
 def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, deadline: Deadline) -> dict[str, Any]:
     """Pre-load ``events`` messages, start the workers, time the arrivals at the receiver."""
     tag = f"{kind.replace('-', '_')}_p{processes}"
@@ -91,7 +85,7 @@ def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, 
     started = time.time()
     try:
         with RssSampler(workers, 0.5) as rss, CpuSampler() as cpu:
-            receiver.wait_for(path, events, deadline, also=lambda: _check_alive(workers))
+            receiver.wait_for(path, events, deadline, also=lambda: check_alive(workers))
     finally:
         PROCS.stop_many(workers, grace=10.0)
     times = [row[0] for row in receiver.dump(path)]
