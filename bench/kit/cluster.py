@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.kit.procs import port_open
+
 #: Where RabbitMQ's own scripts live on Debian; elsewhere, wherever ``rabbitmq-server`` is.
 RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
 
@@ -59,10 +61,6 @@ def rabbitmq_bin() -> Path:
     return Path(found).resolve().parent
 
 
-def default_dir() -> Path:
-    return Path(tempfile.gettempdir()) / f"webhooks-cluster-{os.getuid()}"
-
-
 def ephemeral_ports_start() -> int:
     """First port the kernel hands out to outgoing connections (32768 unless configured)."""
     try:
@@ -90,19 +88,10 @@ def free_base_port(first: int = 10000, nodes: int = NODES) -> int:
     raise RuntimeError("no free block of ports for a cluster")
 
 
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 @dataclass(frozen=True)
 class Node:
-    """One node: its number (1-based), Erlang name, ports and directory."""
+    """One node: its Erlang name, ports and directory."""
 
-    number: int
     name: str
     amqp_port: int
     dist_port: int
@@ -122,13 +111,12 @@ class Cluster:
 
     def __init__(self, directory: Path | None = None, base_port: int = BASE_PORT, name: str = "webhooks-cluster",
                  dlx_confirm_timeout_ms: int | None = DLX_CONFIRM_TIMEOUT_MS, nodes: int = NODES) -> None:
-        self.directory = (directory or default_dir()).resolve()
+        self.directory = (directory or Path(tempfile.gettempdir()) / f"webhooks-cluster-{os.getuid()}").resolve()
         #: None keeps RabbitMQ's default (to measure what it does).
         self.dlx_confirm_timeout_ms = dlx_confirm_timeout_ms
-        self.base_port = base_port
         self.epmd_port = base_port - 1300
         self.nodes = [
-            Node(n, f"{name}-{n}@localhost", base_port + n - 1, base_port + n - 1 + 20000, self.directory / f"node{n}")
+            Node(f"{name}-{n}@localhost", base_port + n - 1, base_port + n - 1 + 20000, self.directory / f"node{n}")
             for n in range(1, nodes + 1)
         ]
         self.bin = rabbitmq_bin()

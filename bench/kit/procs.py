@@ -217,15 +217,19 @@ def check_alive(children: Iterable[Child | None]) -> None:
             raise RuntimeError(f"{child.name} exited ({child.popen.returncode}):\n{child.tail()}")
 
 
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def wait_port(port: int, deadline: Deadline, child: Child | None = None) -> None:
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            check_alive([child])
-            deadline.check()
-            time.sleep(0.1)
+    while not port_open(port):
+        check_alive([child])
+        deadline.check()
+        time.sleep(0.1)
 
 
 # -- memory --------------------------------------------------------------------------------------
@@ -288,12 +292,9 @@ class RssSampler(Sampler):
         """The largest process's RSS in MiB, per sample."""
         return [max(rss.values()) / 2**20 for _, rss in self.samples]
 
-    def total_mib(self) -> list[float]:
-        return [sum(rss.values()) / 2**20 for _, rss in self.samples]
-
     def summary(self) -> dict[str, Any]:
         largest = self.largest_process_mib()
         if not largest:
             return {}
         return {"start_mib": largest[0], "peak_mib": max(largest), "end_mib": largest[-1],
-                "peak_total_mib": max(self.total_mib()), "samples": len(largest)}
+                "peak_total_mib": max(sum(rss.values()) for _, rss in self.samples) / 2**20, "samples": len(largest)}

@@ -424,6 +424,16 @@ class ServiceStack:
             time.sleep(0.1)
         return None
 
+    def ingestion_check(self) -> dict[str, Any]:
+        """One delivery per event (every event to one endpoint), all marked published, and no gap in ``seq``."""
+        events = self.sql.value("SELECT count(*) FROM event")
+        deliveries = self.sql.value("SELECT count(*) FROM delivery")
+        unmarked = self.sql.value("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL")
+        seq_gaps = int(self.sql.value("SELECT coalesce(sum(gaps), 0) FROM "
+                                      "(SELECT max(seq) - count(*) AS gaps FROM event GROUP BY tenant_id) t"))
+        return {"events": events, "deliveries": deliveries, "expected_deliveries": events, "unmarked": unmarked,
+                "seq_gaps": seq_gaps, "ok": deliveries == events and seq_gaps == 0 and unmarked == 0}
+
     def delete_queues(self) -> None:
         services.delete_broker_objects(self.prefix + ".", exchanges=[self.prefix])
 

@@ -31,7 +31,7 @@ import redis
 
 from bench.kit.markdown import Add, heading, n
 from bench.kit.procs import Deadline, log
-from bench.kit.stack import ServiceStack, running
+from bench.kit.stack import running
 from bench.kit.stats import WARMUP, mean_of_rounds, steady_rate
 from bench.kit.step import Context, Results, Step, guarded
 
@@ -177,16 +177,12 @@ def _round(context: Context, index: int, kind: str, deadline: Deadline) -> dict[
         run = stack.deliver(sink, path, ingest["events"], plan.processes, deadline.left(), deadline)
         time.sleep(0.5)  # the consumer's last messages
         rate, seconds = steady_rate(_times(kind, sink, path), WARMUP)
-        failed = _failed_attempts(stack)
+        failed = int(stack.sql.value("SELECT count(*) FROM attempt WHERE outcome <> 'delivered'") or 0)
     log(f"   destinations {kind} (round {index + 1}): {ingest['events']:,} events, "
         f"delivery {rate:,.0f}/s sustained over {seconds:.1f} s, all arrived: {run.finished}, failed attempts: {failed}")
     return {"kind": kind, "events": ingest["events"], "arrived": run.arrivals, "delivery_rate": rate,
             "steady_seconds": seconds, "complete": run.finished, "failed_attempts": failed,
             "ingest_rate": ingest["rate"]}
-
-
-def _failed_attempts(stack: ServiceStack) -> int:
-    return int(stack.sql.value("SELECT count(*) FROM attempt WHERE outcome <> 'delivered'") or 0)
 
 
 def destinations(context: Context, deadline: Deadline) -> Results:

@@ -52,7 +52,7 @@ def _half(batch: int, count: int, repeat: int, deadline: Deadline, tenants: int 
         keys = [tenant.api_key for tenant in owners]
         deadline.check()
         result = measure(stack, keys, count=count, batch=batch, repeat=repeat)
-        result["check"] = check(stack)
+        result["check"] = stack.ingestion_check()
         return result
 
 
@@ -135,18 +135,6 @@ def measure(stack: ServiceStack, keys: list[str], *, count: int, batch: int, rep
     rates = sorted(r["rate"] for r in runs)
     return {"batch": batch, "endpoints": 1, "runs": runs, "rate_median": rates[len(rates) // 2],
             "rate_min": rates[0], "rate_max": rates[-1], "connections": connections, "processes": processes}
-
-
-def check(stack: ServiceStack) -> dict[str, Any]:
-    """Every accepted event has its delivery (one endpoint), all marked published, and seq has no gap."""
-    events = stack.sql.value("SELECT count(*) FROM event")
-    deliveries = stack.sql.value("SELECT count(*) FROM delivery")
-    unmarked = stack.sql.value("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL")
-    seq_gaps = stack.sql.value("SELECT coalesce(sum(gaps), 0) FROM "
-                         "(SELECT max(seq) - count(*) AS gaps FROM event GROUP BY tenant_id) t")
-    return {"events": events, "deliveries": deliveries, "expected_deliveries": events,
-            "unmarked": unmarked, "seq_gaps": int(seq_gaps),
-            "ok": deliveries == events and seq_gaps == 0 and unmarked == 0}
 
 
 # -- the report ----------------------------------------------------------------------------------

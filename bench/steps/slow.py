@@ -46,9 +46,6 @@ CLIMB_OVER_SHARE = 0.10
 INFLIGHT_REACHED = 1.0
 
 
-# -- shared ---------------------------------------------------------------------------------------
-
-
 def _pre_load_and_deliver(stack: ServiceStack, receiver: Receiver, tenant: Tenant, prefix: str, fanout: int,
                           deliveries: int, processes: int, seconds: float, deadline: Deadline,
                           sample: Callable[[], Any] | None = None) -> tuple[dict[str, Any], DeliveryRun, list[Call]]:
@@ -59,23 +56,19 @@ def _pre_load_and_deliver(stack: ServiceStack, receiver: Receiver, tenant: Tenan
         f"{processes} worker process(es) for at most {seconds:.0f} s")
     run = stack.deliver(receiver, prefix, expected, processes, seconds, deadline, sample)
     calls = receiver.timeline(prefix)
-    figures = delivery_figures(calls, run, expected, processes)
-    log(f"   {figures['arrivals']:,}/{expected:,} arrived in {figures['seconds']:.0f} s: {figures['rate']:,.1f}/s "
-        f"sustained, {figures['mean_in_flight']:.1f} in flight on average, latency p50 {figures['p50_ms']:.0f} ms")
-    return figures, run, calls
-
-
-def delivery_figures(calls: list[Call], run: DeliveryRun, expected: int, processes: int) -> dict[str, Any]:
-    """Rate after warm-up, the concurrency the receiver saw over that span, latency, worker memory."""
+    # The rate after warm-up; the concurrency the receiver saw over that span, and its latency.
     arrivals = sorted(call.arrival for call in calls)
     rate, span = steady_rate(arrivals, WARMUP)
     steady = window_summary(calls, arrivals[int(len(arrivals) * WARMUP)], arrivals[-1]) if len(arrivals) > 1 else {}
-    return {"processes": processes, "expected": expected, "arrivals": len(calls), "finished": run.finished,
-            "seconds": run.ended - run.started, "rate": rate, "steady_seconds": span,
-            "mean_in_flight": steady.get("mean_in_flight", float("nan")),
-            "max_in_flight": max((call.in_flight for call in calls), default=0),
-            "p50_ms": steady.get("p50_ms", float("nan")), "p99_ms": steady.get("p99_ms", float("nan")),
-            "memory": run.rss.summary()}
+    figures = {"processes": processes, "expected": expected, "arrivals": len(calls), "finished": run.finished,
+               "seconds": run.ended - run.started, "rate": rate, "steady_seconds": span,
+               "mean_in_flight": steady.get("mean_in_flight", float("nan")),
+               "max_in_flight": max((call.in_flight for call in calls), default=0),
+               "p50_ms": steady.get("p50_ms", float("nan")), "p99_ms": steady.get("p99_ms", float("nan")),
+               "memory": run.rss.summary()}
+    log(f"   {figures['arrivals']:,}/{expected:,} arrived in {figures['seconds']:.0f} s: {figures['rate']:,.1f}/s "
+        f"sustained, {figures['mean_in_flight']:.1f} in flight on average, latency p50 {figures['p50_ms']:.0f} ms")
+    return figures, run, calls
 
 
 def _to_slow_endpoints(stack: ServiceStack, receiver: Receiver, name: str, answer_ms: int, endpoints: int,
@@ -90,9 +83,6 @@ def _to_slow_endpoints(stack: ServiceStack, receiver: Receiver, name: str, answe
     return _pre_load_and_deliver(stack, receiver, tenant, prefix, endpoints, deliveries, 1, seconds, deadline)
 
 
-# -- a. 50 slow endpoints, one worker process ----------------------------------------------------
-
-
 def fanout(context: Context, deadline: Deadline) -> Results:
     """Every event goes to 50 endpoints that answer after 200 ms; ONE worker process delivers them."""
     receiver, plan = context.receiver, context.plan
@@ -101,9 +91,6 @@ def fanout(context: Context, deadline: Deadline) -> Results:
                                            plan.fanout_deliveries, plan.slow_seconds, deadline)
         return {"endpoints": plan.slow_endpoints, "answer_ms": plan.slow_ms, **figures,
                 "service_overrides": stack.overrides}
-
-
-# -- b. one slow endpoint --------------------------------------------------------------------------
 
 
 def slow(context: Context, deadline: Deadline) -> Results:
@@ -118,23 +105,6 @@ def slow(context: Context, deadline: Deadline) -> Results:
         return {"answer_ms": plan.slow_ms, **figures, "service_overrides": stack.overrides}
 
 
-# -- c. an endpoint whose latency climbs under load ----------------------------------------------
-
-
-def concurrency_sampler(stack: ServiceStack, tenant: Tenant, endpoint: str) -> Callable[[], dict[str, Any]]:
-    """Reads the engine's ``concurrency`` of an endpoint (``GET /v1/endpoints/<id>``); None where it reports none."""
-    headers = {"Authorization": f"Bearer {tenant.api_key}"}
-
-    def sample() -> dict[str, Any]:
-        try:
-            concurrency = stack.http.get(f"/v1/endpoints/{endpoint}", headers=headers).json().get("concurrency")
-        except (httpx.HTTPError, ValueError):
-            concurrency = None
-        return {"t": time.time(), "concurrency": concurrency if isinstance(concurrency, dict) else None}
-
-    return sample
-
-
 def climb(context: Context, deadline: Deadline) -> Results:
     """One endpoint: 20 ms while at most 50 calls are in flight, climbing to 2 s at 100; a deep backlog."""
     receiver, plan = context.receiver, context.plan
@@ -142,9 +112,18 @@ def climb(context: Context, deadline: Deadline) -> Results:
         tenant = stack.tenant("climb")
         prefix = f"/climb/{plan.climb_threshold}/{plan.climb_low_ms}/{plan.climb_high_ms}/ep"
         endpoint = stack.endpoint(tenant, receiver.url(prefix))
-        figures, run, calls = _pre_load_and_deliver(
-            stack, receiver, tenant, prefix, 1, plan.climb_deliveries, plan.processes, plan.slow_seconds, deadline,
-            sample=concurrency_sampler(stack, tenant, endpoint))
+
+        def sample() -> dict[str, Any]:
+            """The engine's ``concurrency`` of the endpoint (``GET /v1/endpoints/<id>``); None where it reports none."""
+            try:
+                concurrency = stack.http.get(f"/v1/endpoints/{endpoint}",
+                                             headers={"Authorization": f"Bearer {tenant.api_key}"}).json().get("concurrency")
+            except (httpx.HTTPError, ValueError):
+                concurrency = None
+            return {"t": time.time(), "concurrency": concurrency if isinstance(concurrency, dict) else None}
+
+        figures, run, calls = _pre_load_and_deliver(stack, receiver, tenant, prefix, 1, plan.climb_deliveries,
+                                                    plan.processes, plan.slow_seconds, deadline, sample)
         windows = [(s["t"] - run.started, s["concurrency"].get("window")) for s in run.samples if s["concurrency"]]
         over = sum(1 for call in calls if call.in_flight > plan.climb_threshold)
         series = _climb_series(calls, run, windows)
@@ -190,9 +169,6 @@ def _climb_plot(series: dict[str, list[float]], windows: list[tuple[float, Any]]
     return path.name
 
 
-# -- e. 10,000 in flight to endpoints that take 5 s ---------------------------------------------
-
-
 def inflight(context: Context, deadline: Deadline) -> Results:
     """Sixteen times ``inflight_target`` deliveries to endpoints answering after 5 s, one worker process, for a
     fixed time: enough per endpoint for its window to grow to the ceiling (slow start doubles it about every 10 s
@@ -222,9 +198,6 @@ def inflight(context: Context, deadline: Deadline) -> Results:
         return {"target": plan.inflight_target, "endpoints": plan.inflight_endpoints, "answer_ms": plan.inflight_ms,
                 **figures, "peak_in_flight": max(in_flight, default=0), **memory, "plot": plot, "series": series,
                 "service_overrides": stack.overrides}
-
-
-# -- the report ------------------------------------------------------------------------------------
 
 
 def table_section(r: dict[str, Any], add: Add) -> None:
@@ -272,15 +245,12 @@ def _climb_text(step: dict[str, Any]) -> str:
     threshold = step["threshold"]
     window = (f"max {step['window_max']}, last {step['window_last']}." if step["window_reported"]
               else "not reported by this version of the service.")
-    sentences = (
-        f"`bench/kit/receiver.py` answers after {step['low_ms']} ms while at most {threshold} calls to the endpoint "
-        f"are in flight; above, the delay climbs linearly to {step['high_ms'] / 1000:g} s at {2 * threshold}.",
-        f"{step['expected']:,} deliveries queued for it; {step['processes']} worker processes.",
-        f"{step['arrived_over_threshold']:,} of {step['arrivals']:,} calls ({step['share_over_threshold']:.1%}) "
-        f"arrived with more than {threshold} in flight.",
-        f"The engine's window (`concurrency.window` of `GET /v1/endpoints/<id>`, sampled every 0.5 s): {window}",
-    )
-    return " ".join(sentences)
+    return (f"`bench/kit/receiver.py` answers after {step['low_ms']} ms while at most {threshold} calls to the endpoint "
+            f"are in flight; above, the delay climbs linearly to {step['high_ms'] / 1000:g} s at {2 * threshold}. "
+            f"{step['expected']:,} deliveries queued for it; {step['processes']} worker processes. "
+            f"{step['arrived_over_threshold']:,} of {step['arrivals']:,} calls ({step['share_over_threshold']:.1%}) "
+            f"arrived with more than {threshold} in flight. "
+            f"The engine's window (`concurrency.window` of `GET /v1/endpoints/<id>`, sampled every 0.5 s): {window}")
 
 
 def _inflight_text(step: dict[str, Any]) -> str:
