@@ -33,6 +33,7 @@ import signal
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -215,11 +216,6 @@ async def _paced(url: str, bodies: list[bytes], headers: list[str], count: int, 
     return results[: len(tasks)]
 
 
-def paced(url: str, bodies: list[bytes], headers: list[str], count: int, rate: float,
-          idempotency_prefix: str | None = None, retry_for: float = 0.0) -> list[dict[str, Any]]:
-    return asyncio.run(_paced(url, bodies, headers, count, rate, idempotency_prefix, retry_for))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["burst", "paced"])
@@ -235,20 +231,16 @@ def main() -> None:
     parser.add_argument("--idempotency-prefix", help="paced: send request i with Idempotency-Key PREFIX-i, again until 202")
     parser.add_argument("--retry-for", type=float, default=600.0, help="paced: give up on a request after this long")
     args = parser.parse_args()
-    bodies = []
-    for name in args.body_file:
-        with open(name, "rb") as handle:
-            bodies.append(handle.read())
+    bodies = [Path(name).read_bytes() for name in args.body_file]
     if args.mode == "burst":
         result: Any = burst(args.url, bodies, args.header, args.count, args.connections, args.processes)
     else:
-        result = paced(args.url, bodies, args.header, args.count, args.rate, args.idempotency_prefix, args.retry_for)
-    text = json.dumps(result)
+        result = asyncio.run(_paced(args.url, bodies, args.header, args.count, args.rate, args.idempotency_prefix,
+                                    args.retry_for))
     if args.out:
-        with open(args.out, "w") as handle:
-            handle.write(text)
+        Path(args.out).write_text(json.dumps(result))
     else:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

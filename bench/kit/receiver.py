@@ -105,10 +105,8 @@ class Counter:
 
     def __init__(self) -> None:
         self.count = 0
-        #: ``time.monotonic()`` of each arrival (in-process benchmarks).
-        self.arrivals: list[float] = []
         self.webhook_ids: list[bytes] = []
-        #: ``time.time()`` and path of each arrival (benchmarks in other processes).
+        #: ``time.time()`` and path of each arrival.
         self.wall: list[float] = []
         self.paths: list[bytes] = []
         self.by_path: dict[bytes, int] = {}
@@ -128,7 +126,6 @@ class Counter:
     def record(self, path: bytes, webhook_id: bytes) -> int:
         """Count an arriving request as in flight; returns its index for ``finish``."""
         self.count += 1
-        self.arrivals.append(time.monotonic())
         self.wall.append(time.time())
         self.webhook_ids.append(webhook_id)
         self.paths.append(path)

@@ -12,8 +12,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-#: ``ids.ALPHABET``: Crockford base32, five bits a character.
-ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+from webhooks.storage.ids import ALPHABET  # Crockford base32, five bits a character
 
 #: The ten time characters of an id made at ``ms`` milliseconds (a function of this session only).
 ID_HEAD_FUNCTION = f"""CREATE OR REPLACE FUNCTION pg_temp.id_head(ms bigint) RETURNS text AS $$

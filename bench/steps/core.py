@@ -28,6 +28,7 @@ from bench.kit.markdown import Add, heading
 from bench.kit.procs import Deadline
 from bench.kit.receiver import FAIL_PREFIX, start as start_receiver
 from bench.kit.services import drop_database, free_port, fresh_database, machine_line
+from bench.kit.stats import steady_rate
 from bench.kit.step import Context, Results, Step
 from tests.receivers import Receiver, sequence
 from webhooks.cli import create_tenant, migrate
@@ -72,8 +73,7 @@ def core(context: Context, deadline: Deadline) -> Results:
         deadline.wait(lambda: counter.count >= events, 0.05)
         worker_cpu = process_cpu_seconds(worker.pid, children=True)
         threads = _thread_cpu(worker.pid)
-        steady = counter.arrivals[len(counter.arrivals) // 10:]  # after warm-up
-        rate = (len(steady) - 1) / (steady[-1] - steady[0])
+        rate, _ = steady_rate(counter.wall)  # after warm-up
         time.sleep(1)
         logged = Attempt.select().count()
         # With --failing the retries of every event still queue ahead: the gaps would measure that queue.

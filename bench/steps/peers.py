@@ -29,22 +29,6 @@ THREADS = 8
 ASYNC_PREFETCH = 256
 
 
-def _is_floor(kind: str) -> bool:
-    """The floors (``floor``, ``floor-classic``, ``async-floor``): queue declared and pre-loaded by the harness."""
-    return "floor" in kind
-
-
-def _declare_floor_queue(queue: str, quorum: bool) -> None:
-    from webhooks.messaging.topology import DELIVERY_LIMIT, QUORUM  # the service's own primary-queue arguments
-
-    arguments = {**QUORUM, "x-delivery-limit": DELIVERY_LIMIT} if quorum else {}
-    connection = amqp_connection()
-    try:
-        connection.channel().queue_declare(queue, durable=True, arguments=arguments)
-    finally:
-        connection.close()
-
-
 def _peer_workers(kind: str, queue: str, url: str, processes: int) -> list[Child]:
     env = {"BENCH_QUEUE": queue, "BENCH_AMQP_URL": AMQP_URL}
     if kind == "async-floor":
@@ -71,10 +55,15 @@ def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, 
     url = receiver.url(path)
     extra = [f"{queue}.DQ", f"{queue}.XQ"] if kind == "dramatiq" else []
     CLEANUP.add(f"delete queue {queue}", lambda: delete_broker_objects(queue + ".", [queue, *extra], [queue]))
-    if _is_floor(kind):
-        _declare_floor_queue(queue, quorum=kind != "floor-classic")
-    preload_kind = "floor" if _is_floor(kind) else kind
-    out = PROCS.start(f"{tag}-preload", [PYTHON, "-m", "bench.peers.preload", preload_kind, "--queue", queue,
+    if "floor" in kind:  # the floors' queue is declared here: quorum with the service's own arguments, or classic
+        from webhooks.messaging.topology import DELIVERY_LIMIT, QUORUM
+
+        connection = amqp_connection()
+        connection.channel().queue_declare(queue, durable=True, arguments={} if kind == "floor-classic" else
+                                           {**QUORUM, "x-delivery-limit": DELIVERY_LIMIT})
+        connection.close()
+    out = PROCS.start(f"{tag}-preload", [PYTHON, "-m", "bench.peers.preload", "floor" if "floor" in kind else kind,
+                                         "--queue", queue,
                                          "--url", url, "--count", str(events)],
                       {"BENCH_QUEUE": queue, "BENCH_AMQP_URL": AMQP_URL})
     out.popen.wait(max(1.0, deadline.left()))

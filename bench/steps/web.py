@@ -101,19 +101,12 @@ def admission(context: Context, deadline: Deadline) -> Results:
 
 def slow_clients_section(r: dict[str, Any], add: Add) -> None:
     step = r.get("slow_clients")
-    if heading(add, "Slow clients", step):
-        add(_setting(step))
-        add("")
-        _slow_clients_table(step, add)
-
-
-def _setting(step: dict[str, Any]) -> str:
-    return (f"gunicorn as the Procfile runs it (2 processes × 8 threads, default settings); another client posts "
-            f"single events at {step['probe_rate']:g}/s for {step['probe_seconds']:g} s while {step['connections']} "
-            f"connections each send a header line (or a body byte) every {step['interval_s']:g} s.")
-
-
-def _slow_clients_table(step: dict[str, Any], add: Add) -> None:
+    if not heading(add, "Slow clients", step):
+        return
+    add(f"gunicorn as the Procfile runs it (2 processes × 8 threads, default settings); another client posts "
+        f"single events at {step['probe_rate']:g}/s for {step['probe_seconds']:g} s while {step['connections']} "
+        f"connections each send a header line (or a body byte) every {step['interval_s']:g} s.")
+    add("")
     add("| slow connections | other client until its 202: p50 / p99 / max | answered | slow ones still open | "
         f"target p99 < {SLOW_P99_TARGET_MS:g} ms |")
     add("|---|---|---|---|---|")
