@@ -1,24 +1,13 @@
 """Step ``catalog``: batch ingestion with 100 event types with schemas and 100 endpoint filters,
 against the same ingestion without them, interleaved in one run (issue 33: at most 10 % fewer events/s).
 
-Three stacks side by side (each a fresh PostgreSQL database and queue prefix, gunicorn with 2
-workers as the Procfile runs it), one tenant each, the same batches of 100 events of 100
-types (``bench.type.000`` … ``.099``, ~1 KB each, ``bench/kit/payload.py``):
-
-- ``baseline``: no catalog; one endpoint for every event and 100 endpoints subscribed to a
-  type never sent (101 endpoints read per request, one delivery per event);
-- ``catalog``: the 100 types in the catalog, each with a schema the payload must pass (formats,
-  patterns, nested objects, an array of 15 lines), and 100 endpoints subscribed to every type
-  with a filter on the payload that never matches, with an equality the filters' index looks
-  up (still one delivery per event);
-- ``catalog, range filters``: the same, with filters that have no equality, so that each is
-  evaluated for every event.
-
-The runs alternate (baseline, catalog, range filters, baseline, …) so that what else the machine
-does weighs on every side alike, each after the previous run's deliveries are all published in
-the background (so that no run shares the cores with another's publishing); the figure is each
-side's median events/s and the loss against the baseline.
-Afterwards each stack must have one delivery per event (the filters let nothing through), all published.
+Three stacks side by side (``SIDES``: ``baseline``, ``catalog``, ``catalog, range filters``; what each holds
+is in its section of the report), one tenant each, the same batches of 100 events of 100 types
+(``bench.type.000`` … ``.099``, ~1 KB each). The runs alternate (baseline, catalog, range filters, baseline, …)
+so that what else the machine does weighs on every side alike, each after the previous run's deliveries are
+all published in the background; the figure is each side's median events/s and the loss against the
+baseline. Afterwards each stack must have one delivery per event (the filters let nothing through), all
+published.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Step ``destinations``: deliveries/s to a RabbitMQ destination and to a Redis stream beside HTTP.
 
 Issue 39's target: with the same default settings, neither a RabbitMQ destination nor a Redis
-stream is slower than HTTP to a fast receiver. Six rounds, each on a fresh stack (web, one worker
-process per core, clock; nothing changed from the defaults but ``ALLOW_PRIVATE_TARGETS``, which
-every stack sets): http, rabbitmq, redis, http, rabbitmq, redis. Each round posts the same number
-of events to ONE endpoint of its kind with the workers stopped, then starts the workers and
-measures the sustained delivery rate from the arrival times, as the other steps do:
-
-- ``http``: the run's receiver (``context.receiver``), its request times.
-- ``rabbitmq``: ``amqp://…/<vhost>?exchange=…&routing_key=…`` on the machine's broker, in a vhost
-  and with a user of the step's own (``rabbitmqctl``; deleted afterwards), an exchange bound to one
-  queue; a consumer thread takes the queue's messages as they come and records each one's time.
-- ``redis``: ``redis://127.0.0.1:6379/0?stream=<name of its own>``; the entries' ids are the times
-  Redis added them (milliseconds); the stream is deleted afterwards.
+stream is slower than HTTP to a fast receiver. Six rounds (``ROUNDS``), each on a fresh stack with the
+default settings, post the same number of events to ONE endpoint of their kind with the workers stopped,
+then start the workers and measure the sustained delivery rate from the arrival times, as the other
+steps do. ``http`` is the run's receiver; ``rabbitmq`` an exchange bound to one queue on the machine's broker,
+in a vhost and with a user of the step's own (``AmqpSink``), a consumer thread recording each message's time;
+``redis`` a stream of its own (``StreamSink``), whose entries' ids are the times Redis added them.
 """
 
 from __future__ import annotations

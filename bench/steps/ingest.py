@@ -6,12 +6,8 @@ with 2 workers as the Procfile runs it): one tenant, one endpoint, ~1 KB events 
 part of the stack spent per event; the background publishing of their deliveries runs
 meanwhile on the same cores, and how long after the last answer it had published everything
 is reported beside them. Afterwards every accepted event must have its deliveries, all
-published, and no ``seq`` may be missing.
-
-Alone (``--only ingest``) it takes options: ``--ingest-batch N`` measures only requests of N
-events (0: single events), ``--ingest-count``, ``--ingest-repeat`` and ``--ingest-tenants`` (the
-events split over that many tenants). To profile the web workers meanwhile, attach py-spy to them
-(``py-spy record --gil -p PID``; ``bench/.logs/ingest*-web.log`` names the run).
+published, and no ``seq`` may be missing. Its options (``--ingest-batch`` and the rest: ``--help``) are for
+a run of it alone (``--only ingest``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Step ``retention`` (only with ``--only retention``): the retention purge of 1,000,000 attempts while events
 are ingested, on a fresh PostgreSQL database.
 
-Seeds, with ``INSERT … SELECT generate_series``, ``--events`` events created 40 days ago
-(250,000 by default; one delivered delivery each, ``--attempts-per-event`` attempts with a 1 KB
-response body: 1,000,000 attempts) for one tenant with one endpoint. Then it ingests events
-through the API (the Flask app in this process, ``POST /v1/events`` with the tenant's key;
-deliveries published to RabbitMQ under a queue prefix of its own) at a steady
-``--retention-rate`` per second, and runs the clock (``python -m webhooks.clock``, the real
-process, every job):
+Seeds (``bench.kit.seed``) ``--events`` events created 40 days ago (250,000 by default; one delivered
+delivery each, ``--attempts-per-event`` attempts with a 1 KB response body: 1,000,000 attempts) for one
+tenant with one endpoint. Then it ingests events through the app in this process (``POST /v1/events``,
+deliveries published to RabbitMQ) at a steady ``--retention-rate`` per second, and runs the clock
+(``python -m webhooks.clock``, the real process, every job):
 
 1. *baseline*: ``--retention-baseline`` seconds with the clock running and ``RETENTION_DAYS=3650``
    (nothing to purge);
@@ -15,8 +13,7 @@ process, every job):
    seeded event is gone (watched with ``min(created_at)`` on the purge's own index).
 
 Its figures: the purge's duration and rate, and the ingest latency (p50, p99, max) of each
-phase; then it checks that every seeded row is gone and every ingested event kept. The
-database, the queues and the clock are removed at the end.
+phase; then it checks that every seeded row is gone and every ingested event kept.
 """
 
 from __future__ import annotations
