@@ -177,8 +177,8 @@ def machine() -> dict[str, Any]:
         distro = "Debian " + Path("/etc/debian_version").read_text().strip()
     except OSError:
         distro = ""
-    memory_kib = int((first("/proc/meminfo", "MemTotal:") or "0 kB").split()[0])
-    return {"cores": os.cpu_count(), "memory_gib": memory_kib / 2**20, "cpu": first("/proc/cpuinfo", "model name") or "?",
+    memory_gib = int((first("/proc/meminfo", "MemTotal:") or "0 kB").split()[0]) / 2**20
+    return {"cores": os.cpu_count(), "memory_gib": memory_gib, "cpu": first("/proc/cpuinfo", "model name") or "?",
             "kernel": platform.release(), "os": distro, "load_at_start": os.getloadavg()}
 
 

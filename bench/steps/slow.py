@@ -116,8 +116,8 @@ def climb(context: Context, deadline: Deadline) -> Results:
         def sample() -> dict[str, Any]:
             """The engine's ``concurrency`` of the endpoint (``GET /v1/endpoints/<id>``); None where it reports none."""
             try:
-                concurrency = stack.http.get(f"/v1/endpoints/{endpoint}",
-                                             headers={"Authorization": f"Bearer {tenant.api_key}"}).json().get("concurrency")
+                answer = stack.http.get(f"/v1/endpoints/{endpoint}", headers={"Authorization": f"Bearer {tenant.api_key}"})
+                concurrency = answer.json().get("concurrency")
             except (httpx.HTTPError, ValueError):
                 concurrency = None
             return {"t": time.time(), "concurrency": concurrency if isinstance(concurrency, dict) else None}
@@ -245,8 +245,8 @@ def _climb_text(step: dict[str, Any]) -> str:
     threshold = step["threshold"]
     window = (f"max {step['window_max']}, last {step['window_last']}." if step["window_reported"]
               else "not reported by this version of the service.")
-    return (f"`bench/kit/receiver.py` answers after {step['low_ms']} ms while at most {threshold} calls to the endpoint "
-            f"are in flight; above, the delay climbs linearly to {step['high_ms'] / 1000:g} s at {2 * threshold}. "
+    return (f"`bench/kit/receiver.py` answers after {step['low_ms']} ms while at most {threshold} calls to the "
+            f"endpoint are in flight; above, the delay climbs linearly to {step['high_ms'] / 1000:g} s at {2 * threshold}. "
             f"{step['expected']:,} deliveries queued for it; {step['processes']} worker processes. "
             f"{step['arrived_over_threshold']:,} of {step['arrivals']:,} calls ({step['share_over_threshold']:.1%}) "
             f"arrived with more than {threshold} in flight. "
