@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -150,13 +149,6 @@ class Procs:
 
 
 def _signal_group(pid: int, sig: int) -> None:
-    # Every signal the harness sends is logged with its caller, for post-mortems.
-    callers = " < ".join(f"{frame.name}:{frame.lineno}" for frame in traceback.extract_stack()[-6:-1])
-    try:
-        with open(PROCS.log_dir / "signals.log", "a") as handle:
-            handle.write(f"{time.strftime('%H:%M:%S')} killpg({pid}, {sig}) from {callers}\n")
-    except OSError:
-        pass
     try:
         os.killpg(pid, sig)  # the child leads its own session: this reaches only its descendants
     except (ProcessLookupError, PermissionError):

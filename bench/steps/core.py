@@ -68,7 +68,12 @@ def core(context: Context, deadline: Deadline) -> Results:
         accept_event(tenant, "order.created", PAYLOAD, publisher=publisher, topology=settings.topology)
     ingest_rate = events / (time.monotonic() - started)
 
-    worker = _run_worker(settings, args.failing)
+    env = {**os.environ, "DATABASE_URL": settings.database_url, "QUEUE_PREFIX": settings.queue_prefix,
+           "RETRY_LADDER": ",".join(f"{d}ms" for d in settings.ladder.delays_ms), "ALLOW_PRIVATE_TARGETS": "1",
+           "LOG_LEVEL": "WARNING"}
+    if args.failing:  # an endpoint that always fails would be taken offline and its deliveries parked, not retried
+        env["OFFLINE_AFTER_FAILURES"] = "1000000000"
+    worker = subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=env)
     try:
         deadline.wait(lambda: counter.count >= events, 0.05)
         worker_cpu = process_cpu_seconds(worker.pid, children=True)
@@ -96,15 +101,6 @@ def core(context: Context, deadline: Deadline) -> Results:
 
 def _endpoint(tenant_id: str, url: str) -> None:
     Endpoint.create(id=new_id("ep"), tenant=tenant_id, url=url, secret=generate_secret())
-
-
-def _run_worker(settings: Settings, failing: bool) -> subprocess.Popen:
-    env = {**os.environ, "DATABASE_URL": settings.database_url, "QUEUE_PREFIX": settings.queue_prefix,
-           "RETRY_LADDER": ",".join(f"{d}ms" for d in settings.ladder.delays_ms), "ALLOW_PRIVATE_TARGETS": "1",
-           "LOG_LEVEL": "WARNING"}
-    if failing:  # an endpoint that always fails would be taken offline and its deliveries parked, not retried
-        env["OFFLINE_AFTER_FAILURES"] = "1000000000"
-    return subprocess.Popen([sys.executable, "-m", "webhooks.worker"], env=env)
 
 
 def _thread_cpu(pid: int) -> dict[str, float]:

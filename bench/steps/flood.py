@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from typing import Any
 
 from bench.kit.markdown import Add, heading, n, overrides
@@ -157,15 +158,8 @@ def _b_latency(stack: ServiceStack, receiver: Receiver, path: str, rows: list[di
     return figures
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    _section(r.get("flood"), add, "Tenant flood")
-
-
-def fanout_section(r: dict[str, Any], add: Add) -> None:
-    _section(r.get("flood_fanout"), add, "Tenant flood, each event to all ten endpoints")
-
-
-def _section(step: Any, add: Add, title: str) -> None:
+def _section(key: str, title: str, r: dict[str, Any], add: Add) -> None:
+    step = r.get(key)
     if not heading(add, title, step):
         return
     how = f"in batches of {step.get('batch_size', 200)} (`POST /v1/events/batch`)" if step["batch"] else "one event a request (`POST /v1/events`)"
@@ -198,6 +192,9 @@ def _section(step: Any, add: Add, title: str) -> None:
             + " |")
     add("")
 
+
+section = partial(_section, "flood", "Tenant flood")
+fanout_section = partial(_section, "flood_fanout", "Tenant flood, each event to all ten endpoints")
 
 STEP = Step("flood", "tenant flood", flood, lambda context: 1200 * context.budget, (section,))
 FANOUT = Step("flood_fanout", "tenant flood, each event to all ten endpoints", flood_fanout,

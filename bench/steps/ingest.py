@@ -76,9 +76,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ingest-tenants", type=int, default=1, help="split the events over this many tenants")
 
 
-# -- measuring -----------------------------------------------------------------------------------
-
-
 def machine_busy_seconds() -> float:
     """CPU seconds spent by everything on the machine (all cores), from /proc/stat."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -86,25 +83,20 @@ def machine_busy_seconds() -> float:
     return (sum(values[:8]) - idle) / TICKS
 
 
-class CpuMeter:
-    """CPU seconds used by each part of the stack during a run (gunicorn, PostgreSQL, RabbitMQ)."""
-
-    def __init__(self, stack: ServiceStack) -> None:
-        self.stack = stack
-
-    def sample(self) -> dict[str, float]:
-        groups = {
-            "gunicorn workers": self.stack.web_worker_pids(),
-            "postgres backends": self.stack.backend_pids(),
-            "rabbitmq": [int(p) for p in subprocess.run(["pgrep", "-u", "rabbitmq", "beam.smp"], capture_output=True,
-                                                        text=True).stdout.split()],
-        }
-        out = {name: sum(process_cpu_seconds(pid) for pid in pids) for name, pids in groups.items()}
-        out["(gunicorn system part)"] = sum(process_cpu_seconds(pid, system_only=True)
-                                            for pid in groups["gunicorn workers"])
-        out["load generator"] = os.times().children_user + os.times().children_system
-        out["whole machine"] = machine_busy_seconds()
-        return out
+def cpu_seconds(stack: ServiceStack) -> dict[str, float]:
+    """CPU seconds used so far by each part of the stack (gunicorn, PostgreSQL, RabbitMQ), the load generator
+    and the whole machine."""
+    groups = {
+        "gunicorn workers": stack.web_worker_pids(),
+        "postgres backends": stack.backend_pids(),
+        "rabbitmq": [int(p) for p in subprocess.run(["pgrep", "-u", "rabbitmq", "beam.smp"], capture_output=True,
+                                                    text=True).stdout.split()],
+    }
+    out = {name: sum(process_cpu_seconds(pid) for pid in pids) for name, pids in groups.items()}
+    out["(gunicorn system part)"] = sum(process_cpu_seconds(pid, True) for pid in groups["gunicorn workers"])
+    out["load generator"] = os.times().children_user + os.times().children_system
+    out["whole machine"] = machine_busy_seconds()
+    return out
 
 
 def measure(stack: ServiceStack, keys: list[str], *, count: int, batch: int, repeat: int) -> dict[str, Any]:
@@ -115,11 +107,10 @@ def measure(stack: ServiceStack, keys: list[str], *, count: int, batch: int, rep
     stack.wait_published()
     runs = []
     for run in range(repeat):
-        meter = CpuMeter(stack)
-        before = meter.sample()
+        before = cpu_seconds(stack)
         result = stack.burst(keys, body, count, connections, processes, batch)
         lag = stack.wait_published()
-        after = meter.sample()
+        after = cpu_seconds(stack)
         cpu = {name: round(1000 * (after[name] - before[name]) / result["count"], 3) for name in after}
         runs.append({"events": result["count"], "seconds": result["seconds"], "rate": result["rps"],
                      "statuses": result["statuses"], "cpu_ms_per_event": cpu, "published_after_s": lag})
@@ -131,9 +122,6 @@ def measure(stack: ServiceStack, keys: list[str], *, count: int, batch: int, rep
     rates = sorted(r["rate"] for r in runs)
     return {"batch": batch, "endpoints": 1, "runs": runs, "rate_median": rates[len(rates) // 2],
             "rate_min": rates[0], "rate_max": rates[-1], "connections": connections, "processes": processes}
-
-
-# -- the report ----------------------------------------------------------------------------------
 
 
 def section(r: dict[str, Any], add: Add) -> None:
