@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.kit.procs import port_open
+from bench.kit.procs import Deadline, port_open
 
 #: Where RabbitMQ's own scripts live on Debian; elsewhere, wherever ``rabbitmq-server`` is.
 RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
@@ -209,11 +209,7 @@ class Cluster:
         )
         log.close()
         self.ctl(node, "wait", str(node.pid_file), "--timeout", str(int(BOOT_SECONDS)), timeout=BOOT_SECONDS + 30)
-        deadline = time.monotonic() + BOOT_SECONDS
-        while not port_open(node.amqp_port):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{node.name} does not listen on {node.amqp_port}")
-            time.sleep(0.2)
+        Deadline(BOOT_SECONDS, f"{node.name} listening on {node.amqp_port}").wait(lambda: port_open(node.amqp_port))
 
     def start(self) -> str:
         """Start the nodes, join the others to node 1; return the AMQP_URL list."""
@@ -248,11 +244,8 @@ class Cluster:
         if pid is None:
             raise RuntimeError(f"{node.name} is not running")
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while Path(f"/proc/{pid}").exists() or port_open(node.amqp_port):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{node.name} (pid {pid}) did not die")
-            time.sleep(0.05)
+        Deadline(30, f"{node.name} (pid {pid}) dying").wait(
+            lambda: not (Path(f"/proc/{pid}").exists() or port_open(node.amqp_port)), 0.05)
 
     def restart(self, node: Node) -> None:
         """Start a stopped or killed node again; it rejoins the cluster from its own data."""

@@ -1,24 +1,19 @@
 """HTTP load for the benchmark, in processes of its own (the harness's GIL must not slow it).
 
-Two modes, both speaking raw HTTP/1.1 over asyncio sockets (a few tens of microseconds of
-client CPU per request, so the load generator is not what limits gunicorn on 2 cores):
+``python -m bench.kit.loadgen burst|paced --url URL --body-file F [--body-file G …] [--header 'K: V'] --count N``
+prints one JSON object (or writes it to ``--out``); with several body files the requests take them in turn.
+Both modes speak raw HTTP/1.1 over asyncio sockets (a few tens of microseconds of client CPU per request, so
+the load generator is not what limits gunicorn on 2 cores):
 
-- ``burst``: exactly ``--count`` POSTs as fast as the server answers, ``--connections``
-  at a time in each of ``--processes`` processes; prints the elapsed time and the
-  statuses (ingestion requests per second). A ``429`` is retried after its
+- ``burst``: exactly ``--count`` POSTs as fast as the server answers, ``--connections`` at a time in each of
+  ``--processes`` processes: the elapsed time and the statuses. A ``429`` is sent again after its
   ``Retry-After``, as a well-behaved client does (counted under ``retried_429``).
-- ``paced``: ``--count`` POSTs started at a fixed ``--rate`` (open loop: a slow answer
-  does not delay the next request); prints, per request, when it started (unix time),
-  its status and the ``id`` of the JSON answer (the event id). SIGTERM stops it
-  starting requests; those started are still awaited and reported. With several
-  ``--body-file`` the requests take them in turn. With ``--idempotency-prefix P``
-  request ``i`` carries ``Idempotency-Key: P-i`` and, like a careful client, is sent
-  again with the same key (after 0.2 s, doubling up to 5 s, for up to ``--retry-for`` seconds) until it gets
-  a ``202``; each result then also lists its refusals (unix time, status or error)
-  and whether the final ``202`` was a replay (``Idempotent-Replayed: true``).
-
-``python -m bench.kit.loadgen burst --url URL --body-file F [--body-file G …] [--header 'K: V'] --count N``
-prints one JSON object on stdout; with several body files the requests take them in turn.
+- ``paced``: ``--count`` POSTs started at a fixed ``--rate`` (open loop: a slow answer does not delay the
+  next request): per request when it started and ended (unix time), its status and the event id of its
+  answer. SIGTERM stops it starting requests; those started are still awaited and reported. With
+  ``--idempotency-prefix P`` request ``i`` carries ``Idempotency-Key: P-i`` and is sent again with the same
+  key (after 0.2 s, doubling up to 5 s, for up to ``--retry-for`` seconds) until it gets a ``202``; each
+  result then also lists its refusals and whether the final ``202`` was a replay.
 """
 
 from __future__ import annotations
