@@ -48,11 +48,6 @@ def verdict(met: bool | None) -> str:
     return "not measured" if met is None else ("**met**" if met else "**not met**")
 
 
-def floor_rate(r: dict[str, Any]) -> float | None:
-    floor = r.get("peers", {}).get("floor")
-    return floor["rate"] if ok(floor) else None
-
-
 def service_rate(r: dict[str, Any]) -> float | None:
     step = r.get("service", {}).get("throughput")
     return step["rate"] if ok(r.get("service")) and ok(step) else None

@@ -8,7 +8,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -63,7 +63,6 @@ class WrkResult:
     socket_errors: str
     p50_ms: float | None = None
     p99_ms: float | None = None
-    raw: str = field(default="", repr=False)
 
 
 def parse_wrk(text: str) -> WrkResult:
@@ -85,7 +84,7 @@ def parse_wrk(text: str) -> WrkResult:
 
     return WrkResult(int(requests.group(1)) if requests else 0, seconds, float(rps.group(1)) if rps else 0.0,
                      int(non_2xx.group(1)) if non_2xx else 0, errors.group(1).strip() if errors else "",
-                     percentile("50"), percentile("99"), text)
+                     percentile("50"), percentile("99"))
 
 
 def run_wrk(url: str, script: Path, threads: int, connections: int, duration: float,

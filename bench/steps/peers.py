@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.kit import cpu_split
 from bench.kit.cpu_split import CpuSampler, describe, steady_split
-from bench.kit.markdown import Add, floor_rate, mib, n, ok, service_settings_note, why
+from bench.kit.markdown import Add, mib, n, ok, service_settings_note, why
 from bench.kit.procs import CLEANUP, PROCS, PYTHON, VENV_BIN, Child, Deadline, RssSampler, check_alive, log
 from bench.kit.receiver_process import Receiver
 from bench.kit.services import AMQP_URL, amqp_connection, delete_broker_objects, queue_depth
@@ -115,7 +115,8 @@ def throughput_section(r: dict[str, Any], add: Add) -> None:
     add("")
     add("| contender | queue | sustained deliveries/s | × floor | worker start → last arrival | peak RSS, largest process |")
     add("|---|---|---|---|---|---|")
-    floor = floor_rate(r)
+    peers = r.get("peers", {})
+    floor = peers["floor"]["rate"] if ok(peers.get("floor")) else None
     rows = [
         ("floor", "floor: pika consumer, 8 threads, httpx POST, ack (no DB, no signing)", "quorum, the service's primary-queue arguments"),
         ("floor-classic", "floor, same code", "classic"),
@@ -123,7 +124,6 @@ def throughput_section(r: dict[str, Any], add: Add) -> None:
         ("dramatiq", f"dramatiq {r['versions']['dramatiq']}: actor, `Retries` exponential backoff", "classic (dramatiq's own declaration)"),
         ("celery", f"Celery {r['versions']['celery']}: task, `autoretry_for` + `retry_backoff`, `acks_late`, no result backend", "classic (Celery's default)"),
     ]
-    peers = r.get("peers", {})
     for key, label, queue in rows:
         step = peers.get(key)
         if ok(step):
