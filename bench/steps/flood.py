@@ -3,8 +3,7 @@
 Tenant A has 10 endpoints, each subscribed to an event type of its own (``flood_fanout``:
 each subscribed to all of them, so every event makes 10 deliveries), and posts 20,000
 events at once (2,000 per endpoint) through the API, over many connections: in batches
-of 200 (``POST /v1/events/batch``) when the server answers that path, else one event a
-request; a ``429`` waits its ``Retry-After`` and is sent again, as a well-behaved client
+of 200 (``POST /v1/events/batch``); a ``429`` waits its ``Retry-After`` and is sent again, as a well-behaved client
 does. Meanwhile tenant B posts one event every 100 ms to its own endpoint. Figures: B's
 latency from the start of its POST to the arrival at its receiver while A drains
 (target p99 < 250 ms), and A's drain time (first POST to last arrival). The service runs
@@ -19,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from bench.kit.markdown import Add, heading, n, overrides
-from bench.kit.payload import batch_request, event_request
+from bench.kit.payload import batch_request
 from bench.kit.procs import PROCS, Deadline, log
 from bench.kit.receiver_process import Receiver
 from bench.kit.stack import Load, ServiceStack, Tenant, running
@@ -41,22 +40,13 @@ QUIET_SECONDS = 3.0
 B_SETTLE_SECONDS = 15.0
 
 
-def batch_supported(stack: ServiceStack, tenant: Tenant) -> bool:
-    """Does the server answer ``POST /v1/events/batch``? (An empty list creates nothing either way.)"""
-    response = stack.http.post("/v1/events/batch", content=b"[]", headers={
-        "Authorization": f"Bearer {tenant.api_key}", "Content-Type": "application/json"})
-    return response.status_code not in (404, 405)
-
-
-def _start_flood(stack: ServiceStack, tenant: Tenant, event_types: list[str], events: int, batch: bool) -> Load:
-    """Start the load generator posting ``events`` events spread evenly over ``event_types``."""
-    options = ("--processes", str(FLOOD_PROCESSES), "--connections", str(FLOOD_CONNECTIONS))
-    if batch:
-        per_type = BATCH // len(event_types)
-        body = batch_request([t for t in event_types for _ in range(per_type)])
-        return stack.start_load("burst", tenant.api_key, [body], -(-events // (per_type * len(event_types))), *options,
-                                path="/v1/events/batch")
-    return stack.start_load("burst", tenant.api_key, [event_request(t) for t in event_types], events, *options)
+def _start_flood(stack: ServiceStack, tenant: Tenant, event_types: list[str], events: int) -> Load:
+    """Start the load generator posting ``events`` events spread evenly over ``event_types``, in batches."""
+    per_type = BATCH // len(event_types)
+    body = batch_request([t for t in event_types for _ in range(per_type)])
+    return stack.start_load("burst", tenant.api_key, [body], -(-events // (per_type * len(event_types))),
+                            "--processes", str(FLOOD_PROCESSES), "--connections", str(FLOOD_CONNECTIONS),
+                            path="/v1/events/batch")
 
 
 def _flood_events(stack: ServiceStack, tenant: Tenant) -> int:
@@ -79,16 +69,15 @@ def flood(context: Context, deadline: Deadline, fanout: bool = False) -> Results
             stack.endpoint(a, receiver.url(f"/flood/a/e{i}"), event_types=event_types if fanout else [event_type])
         b_path = "/flood/b"
         stack.endpoint(b, receiver.url(b_path))
-        batch = batch_supported(stack, a)
         stack.start_workers(plan.processes)
         stack.start_clock()
         time.sleep(2.0)  # workers connected and consuming
         b_sender = stack.start_paced(b, int(plan.flood_seconds / plan.flood_interval), 1 / plan.flood_interval)
         time.sleep(QUIET_SECONDS)
-        log(f"   tenant A floods {plan.flood_events:,} events ({f'batches of {BATCH}' if batch else 'one per request'}); "
+        log(f"   tenant A floods {plan.flood_events:,} events (batches of {BATCH}); "
             f"tenant B posts one every {plan.flood_interval * 1000:.0f} ms")
         flood_started = time.time()
-        poster = _start_flood(stack, a, event_types, plan.flood_events, batch)
+        poster = _start_flood(stack, a, event_types, plan.flood_events)
         # Until A's flood is posted and delivered, or its time is up (then the figures say so).
         give_up = time.monotonic() + min(deadline.left() - 60, plan.flood_seconds)
         posted_at, accepted, drained = None, None, False
@@ -115,7 +104,7 @@ def flood(context: Context, deadline: Deadline, fanout: bool = False) -> Results
             time.sleep(0.5)
         stack.stop_workers()
         posting = json.loads(poster.out.read_text()) if poster.out.exists() else {}
-        return {"events": plan.flood_events, "endpoints": plan.flood_endpoints, "fanout": fanout, "batch": batch,
+        return {"events": plan.flood_events, "endpoints": plan.flood_endpoints, "fanout": fanout, "batch": True,
                 "batch_size": BATCH,
                 "a_accepted": accepted, "a_drained": drained, "a_posting_seconds": posted_at - flood_started,
                 "a_post_statuses": posting.get("statuses", {}),
