@@ -11,16 +11,15 @@ in a vhost and with a user of the step's own (``AmqpSink``), a consumer thread r
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Iterator
 from urllib.parse import quote
 
-import pika
 import redis
 
 from bench.kit.markdown import Add, heading, n
@@ -28,62 +27,43 @@ from bench.kit.procs import Deadline, log
 from bench.kit.stack import running
 from bench.kit.stats import WARMUP, mean_of_rounds, steady_rate
 from bench.kit.step import Context, Results, Step, guarded
+from tests.delivery.destination_helpers import own_vhost
 
 #: The rounds, in the order they run.
 ROUNDS = ("http", "rabbitmq", "redis") * 2
 
-#: The machine's broker and Redis.
-BROKER_HOST, BROKER_PORT = "127.0.0.1", 5672
+#: The machine's Redis.
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
-#: The RabbitMQ destination's exchange, routing key and the queue bound to them.
-EXCHANGE, ROUTING_KEY, QUEUE = "bench", "bench.events", "received"
-
-
-def _rabbitmqctl(*args: str, check: bool = True) -> None:
-    subprocess.run(["rabbitmqctl", "-q", *args], check=check, capture_output=True, timeout=60)
+#: The RabbitMQ destination's exchange and routing key (``own_vhost`` binds them to its queue ``received``).
+EXCHANGE, ROUTING_KEY = "bench", "bench.events"
 
 
 @dataclass
 class AmqpSink:
-    """A vhost and user of the step's own on the machine's broker, an exchange bound to a queue,
-    and a thread consuming that queue, recording each message's arrival time."""
+    """A thread consuming the bound queue of a vhost of the step's own (``own_vhost``, the tests' own), recording
+    each message's arrival time."""
 
-    name: str = field(default_factory=lambda: f"bench-destinations-{uuid.uuid4().hex[:10]}")
-    password: str = field(default_factory=lambda: uuid.uuid4().hex)
+    vhost: SimpleNamespace
     times: list[float] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
     _error: BaseException | None = None
 
-    @property
-    def url(self) -> str:
-        return (f"amqp://{self.name}:{self.password}@{BROKER_HOST}:{BROKER_PORT}/{quote(self.name, safe='')}"
-                f"?exchange={EXCHANGE}&routing_key={ROUTING_KEY}")
-
-    def _connect(self) -> pika.BlockingConnection:
-        return pika.BlockingConnection(pika.ConnectionParameters(
-            BROKER_HOST, BROKER_PORT, self.name, pika.PlainCredentials(self.name, self.password)))
-
-    def start(self) -> None:
-        _rabbitmqctl("add_vhost", self.name)
-        _rabbitmqctl("add_user", self.name, self.password)
-        _rabbitmqctl("set_permissions", "-p", self.name, self.name, ".*", ".*", ".*")
-        connection = self._connect()
-        channel = connection.channel()
-        channel.exchange_declare(EXCHANGE, "direct", durable=True)
-        channel.queue_declare(QUEUE, durable=True)
-        channel.queue_bind(QUEUE, EXCHANGE, ROUTING_KEY)
-        connection.close()
+    def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._consume, name="destinations-amqp-consumer", daemon=True)
         self._thread.start()
 
+    @property
+    def url(self) -> str:
+        return (f"amqp://{self.vhost.user}:{self.vhost.password}@127.0.0.1:5672/{quote(self.vhost.vhost, safe='')}"
+                f"?exchange={EXCHANGE}&routing_key={ROUTING_KEY}")
+
     def _consume(self) -> None:
         try:
-            connection = self._connect()
+            connection = self.vhost.connect()
             channel = connection.channel()
             channel.basic_qos(prefetch_count=1000)
-            for method, _properties, _body in channel.consume(QUEUE, auto_ack=True, inactivity_timeout=0.2):
+            for method, _properties, _body in channel.consume("received", auto_ack=True, inactivity_timeout=0.2):
                 if method is not None:
                     self.times.append(time.time())
                 if self._stop.is_set():
@@ -101,10 +81,7 @@ class AmqpSink:
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-        _rabbitmqctl("delete_user", self.name, check=False)
-        _rabbitmqctl("delete_vhost", self.name, check=False)
+        self._thread.join(10)
 
 
 @dataclass
@@ -145,13 +122,12 @@ def _destination(kind: str, context: Context, path: str) -> Iterator[tuple[str, 
     if kind == "http":
         yield context.receiver.url(path), context.receiver
         return
-    sink: AmqpSink | StreamSink = AmqpSink() if kind == "rabbitmq" else StreamSink()
-    try:
-        if isinstance(sink, AmqpSink):
-            sink.start()
-        yield sink.url, sink
-    finally:
-        sink.close()
+    with own_vhost(EXCHANGE, ROUTING_KEY, "bench-destinations") if kind == "rabbitmq" else nullcontext() as vhost:
+        sink: AmqpSink | StreamSink = AmqpSink(vhost) if kind == "rabbitmq" else StreamSink()
+        try:
+            yield sink.url, sink
+        finally:
+            sink.close()
 
 
 def _times(kind: str, sink: Any, path: str) -> list[float]:

@@ -1,11 +1,19 @@
-"""What the tests of each kind of destination share: a signed parcel, a free port, one destination's deliveries."""
+"""What the tests of each kind of destination share: a signed parcel, a free port, one destination's deliveries,
+a RabbitMQ vhost of one's own (``bench/steps/destinations.py`` uses it too)."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
+
+import pika
 
 from webhooks.delivery.destinations import Destination, Parcel
 from webhooks.delivery.netguard import TargetPolicy
@@ -38,3 +46,32 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@contextmanager
+def own_vhost(exchange: str, routing_key: str, prefix: str = "webhooks-test") -> Iterator[SimpleNamespace]:
+    """A vhost and a user of its name on the machine's broker (``rabbitmqctl``; both deleted afterwards), with
+    ``exchange`` bound to the queue ``received`` by ``routing_key``: ``vhost``, ``user``, ``password``, ``connect()``."""
+    name, password = f"{prefix}-{uuid.uuid4().hex[:12]}", uuid.uuid4().hex
+
+    def rabbitmqctl(*args: str, check: bool = True) -> None:
+        subprocess.run(["rabbitmqctl", "-q", *args], check=check, capture_output=True, timeout=60)
+
+    def connect() -> pika.BlockingConnection:
+        return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", 5672, name,
+                                                                 pika.PlainCredentials(name, password)))
+
+    rabbitmqctl("add_vhost", name)
+    try:
+        rabbitmqctl("add_user", name, password)
+        rabbitmqctl("set_permissions", "-p", name, name, ".*", ".*", ".*")
+        connection = connect()
+        channel = connection.channel()
+        channel.exchange_declare(exchange, "direct", durable=True)
+        channel.queue_declare("received", durable=True)
+        channel.queue_bind("received", exchange, routing_key)
+        connection.close()
+        yield SimpleNamespace(vhost=name, user=name, password=password, connect=connect)
+    finally:
+        rabbitmqctl("delete_user", name, check=False)
+        rabbitmqctl("delete_vhost", name, check=False)

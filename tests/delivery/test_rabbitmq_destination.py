@@ -8,21 +8,18 @@ Against the machine's broker, in a vhost and with a user this module creates wit
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import uuid
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
-import pika
 import pytest
 from hypothesis import given, strategies as st
 from standardwebhooks import Webhook
 
 from tests.api_helpers import create_endpoint, send
 from tests.conftest import wait_until
-from tests.delivery.destination_helpers import SECRET, deliver, free_port, parcel
+from tests.delivery.destination_helpers import SECRET, deliver, free_port, own_vhost, parcel
 from tests.tcp_proxy import TcpProxy
 from webhooks.delivery.destinations.rabbitmq import PATTERN, AmqpTarget, RabbitMQ
 from webhooks.delivery.netguard import TargetPolicy
@@ -33,30 +30,11 @@ EXCHANGE = "orders"
 ROUTING_KEY = "order.events"
 
 
-def rabbitmqctl(*args: str) -> None:
-    subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def broker() -> Iterator[SimpleNamespace]:
     """A vhost and user of this module's own, with an exchange bound to one queue."""
-    name = f"webhooks-test-{uuid.uuid4().hex[:12]}"
-    password = uuid.uuid4().hex
-    rabbitmqctl("add_vhost", name)
-    try:
-        rabbitmqctl("add_user", name, password)
-        rabbitmqctl("set_permissions", "-p", name, name, ".*", ".*", ".*")
-        connection = pika.BlockingConnection(pika.ConnectionParameters(
-            "127.0.0.1", BROKER_PORT, name, pika.PlainCredentials(name, password)))
-        channel = connection.channel()
-        channel.exchange_declare(EXCHANGE, "direct", durable=True)
-        channel.queue_declare("received", durable=True)
-        channel.queue_bind("received", EXCHANGE, ROUTING_KEY)
-        connection.close()
-        yield SimpleNamespace(vhost=name, user=name, password=password)
-    finally:
-        subprocess.run(["rabbitmqctl", "-q", "delete_user", name], capture_output=True, timeout=60)
-        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True, timeout=60)
+    with own_vhost(EXCHANGE, ROUTING_KEY) as vhost:
+        yield vhost
 
 
 def url_of(broker: SimpleNamespace, port: int = BROKER_PORT, password: str | None = None,
@@ -67,8 +45,7 @@ def url_of(broker: SimpleNamespace, port: int = BROKER_PORT, password: str | Non
 
 def received(broker: SimpleNamespace) -> list[tuple[Any, bytes]]:
     """Every message waiting in the bound queue, taken."""
-    connection = pika.BlockingConnection(pika.ConnectionParameters(
-        "127.0.0.1", BROKER_PORT, broker.vhost, pika.PlainCredentials(broker.user, broker.password)))
+    connection = broker.connect()
     channel, messages = connection.channel(), []
     while True:
         method, properties, body = channel.basic_get("received", auto_ack=True)
