@@ -4,10 +4,8 @@ Configured from the environment (``BENCH_QUEUE``, ``BENCH_AMQP_URL``). RabbitMQ 
 the ``amqp`` transport (py-amqp), no result backend (``task_ignore_result``), late acks
 (``task_acks_late``: acked after the POST, like the floor and the service), no events,
 gossip, mingle or remote control, so only the task queue is declared: ``Q`` (Celery's
-default queue type, classic, durable) bound to a direct exchange of the same name.
-
-Run by ``bench/run.py`` as two ``celery -A bench.peers.celery_app worker --pool threads
---concurrency 8 -Q Q`` processes (2 processes x 8 threads, like the others).
+default queue type, classic, durable) bound to a direct exchange of the same name. The ``peers`` step
+runs ``celery -A bench.peers.celery_app worker --pool threads``.
 """
 
 from __future__ import annotations

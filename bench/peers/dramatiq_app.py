@@ -4,10 +4,8 @@ Configured from the environment (``BENCH_QUEUE``, ``BENCH_AMQP_URL``) because th
 ``dramatiq`` command imports this module in every worker process. Raising on a non-2xx
 answer hands the message to dramatiq's ``Retries`` middleware: exponential backoff
 from ``min_backoff``, as a webhook sender would configure it. The broker declares
-dramatiq's own queues (classic, durable): ``Q``, ``Q.DQ`` (delays), ``Q.XQ`` (dead).
-
-Run by ``bench/run.py`` as
-``dramatiq bench.peers.dramatiq_app --processes 2 --threads 8 --queues Q``.
+dramatiq's own queues (classic, durable): ``Q``, ``Q.DQ`` (delays), ``Q.XQ`` (dead). The ``peers``
+step runs ``dramatiq bench.peers.dramatiq_app``.
 """
 
 from __future__ import annotations

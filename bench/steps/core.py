@@ -5,9 +5,7 @@ Events are stored and published in this process through the same code as ``POST 
 (no HTTP), one worker process delivers them to a fast receiver in this process, and the
 arrivals after the first 10 % give deliveries per second (every attempt logged). Then 5 events
 to an endpoint that fails twice (``tests/receivers.py``'s receiver, ladder ``1s,2s``) give the
-gaps between retries. Options: ``--events`` (default 2,000), ``--database sqlite|postgresql``,
-``--failing`` (the endpoint answers 500 to every call and is never taken offline: each attempt is
-recorded and its retry published).
+gaps between retries. Its options (``--events``, ``--database``, ``--failing``): ``--help``.
 """
 
 from __future__ import annotations

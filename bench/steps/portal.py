@@ -1,13 +1,11 @@
 """Step ``portal`` (only with ``--only portal``): how fast the customer portal's pages answer for a
 tenant with a long history, on a fresh PostgreSQL database.
 
-Seeds (``bench.kit.seed``) ``--portal-events`` events (100,000 by default) spread over the last
-``--portal-days`` days (10) for one tenant and one endpoint, ``--portal-attempts`` attempts each
-(10: 1,000,000 attempts), every 50th delivery failed; then opens a portal session (a one-time
-link from ``webhooks.portal.access``) and requests each page ``--portal-requests`` times (after
-three unmeasured ones) through the app in this process (the Flask test client: the time is the
-app's and the database's, no network), reporting p50, p95 and the slowest. Target: p95 under
-100 ms for every page.
+Seeds (``bench.kit.seed``) events spread over the last days for one tenant and one endpoint (100,000 over
+10 days, 10 attempts each, by default: ``--help``), every 50th delivery failed; then opens a portal session
+and requests each page (``pages``) through the app in this process (the Flask test client: the time is the
+app's and the database's, no network), reporting p50, p95 and the slowest. Target: p95 under 100 ms for
+every page.
 """
 
 from __future__ import annotations
