@@ -18,8 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -390,23 +389,11 @@ class ServiceStack:
         finally:
             admin.close()
 
-    def burst(self, api_keys: list[str], body: bytes, count: int, connections: int, processes: int,
+    def burst(self, api_key: str, body: bytes, count: int, connections: int, processes: int,
               batch: int = 0) -> dict[str, Any]:
         """POST ``count`` events as fast as the API answers: ``body`` is one event (``batch`` 0) or a list of
-        ``batch`` events for ``/v1/events/batch``; split evenly over the tenants of ``api_keys`` (one load
-        run per tenant, at the same time). ``count`` and ``rps`` in the answer count events."""
-        if len(api_keys) > 1:
-            share = max(1, processes // len(api_keys))
-            with ThreadPoolExecutor(len(api_keys)) as pool:
-                results = list(pool.map(lambda key: self.burst([key], body, count // len(api_keys), connections,
-                                                               share, batch), api_keys))
-            seconds = max(r["seconds"] for r in results)
-            statuses: Counter[str] = Counter()
-            for r in results:
-                statuses.update(r["statuses"])
-            total = sum(r["count"] for r in results)
-            return {"count": total, "seconds": seconds, "rps": total / seconds, "statuses": dict(statuses)}
-        load = self.start_load("burst", api_keys[0], [body], count // batch if batch else count,
+        ``batch`` events for ``/v1/events/batch``. ``count`` and ``rps`` in the answer count events."""
+        load = self.start_load("burst", api_key, [body], count // batch if batch else count,
                                "--connections", str(connections), "--processes", str(processes),
                                path="/v1/events/batch" if batch else "/v1/events")
         load.child.popen.wait(600)

@@ -127,13 +127,13 @@ def catalog(context: Context, deadline: Deadline) -> Results:
             stack = stacks.enter_context(running(f"catalog{number}", env, remove=True))
             sides[name] = (stack, _prepare(stack, with_catalog, fields_of))
         for name, (stack, key) in sides.items():  # warm-up: connections, prepared statements, validators
-            stack.burst([key], body, 20 * BATCH, CONNECTIONS, PROCESSES, BATCH)
+            stack.burst(key, body, 20 * BATCH, CONNECTIONS, PROCESSES, BATCH)
             stack.wait_published()
         rates: dict[str, list[float]] = {name: [] for name in sides}
         for round_no in range(rounds):
             for name, (stack, key) in sides.items():
                 deadline.check()
-                result = stack.burst([key], body, count, CONNECTIONS, PROCESSES, BATCH)
+                result = stack.burst(key, body, count, CONNECTIONS, PROCESSES, BATCH)
                 stack.wait_published()  # its deliveries published before the next side runs: no overlap
                 rates[name].append(result["rps"])
                 log(f"   round {round_no + 1} {name}: {result['count']} events in {result['seconds']:.2f} s = "

@@ -40,14 +40,12 @@ BATCH_TARGET = 20_000
 RATE_LIMIT = 1_000_000.0
 
 
-def _half(batch: int, count: int, repeat: int, deadline: Deadline, tenants: int = 1) -> dict[str, Any]:
+def _half(batch: int, count: int, repeat: int, deadline: Deadline) -> dict[str, Any]:
     with running(f"ingest{batch}", {"INGEST_RATE_LIMIT": str(RATE_LIMIT)}, remove=True) as stack:
-        owners = [stack.tenant(f"bench{i}") for i in range(tenants)]
-        for tenant in owners:
-            stack.endpoint(tenant, "http://127.0.0.1:9/ep0")
-        keys = [tenant.api_key for tenant in owners]
+        tenant = stack.tenant("bench0")
+        stack.endpoint(tenant, "http://127.0.0.1:9/ep0")
         deadline.check()
-        result = measure(stack, keys, count=count, batch=batch, repeat=repeat)
+        result = measure(stack, tenant.api_key, count=count, batch=batch, repeat=repeat)
         result["check"] = stack.ingestion_check()
         return result
 
@@ -61,7 +59,7 @@ def ingest(context: Context, deadline: Deadline) -> Results:
     results: Results = {}
     for key, batch in halves:
         count = args.ingest_count or ((20_000 if quick else 100_000) if batch else (2_000 if quick else 10_000))
-        results[key] = _half(batch, count, repeat, deadline, args.ingest_tenants)
+        results[key] = _half(batch, count, repeat, deadline)
         what = f"batches of {batch}" if batch else "single events"
         log(f"   {what}: {results[key]['rate_median']:,.0f} events/s (median of {repeat})")
     return results
@@ -73,7 +71,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ingest-count", type=int,
                        help="events per measured run (default 10,000 single, 100,000 in batches)")
     group.add_argument("--ingest-repeat", type=int, help="measured runs of each half (default 3; --quick 1)")
-    group.add_argument("--ingest-tenants", type=int, default=1, help="split the events over this many tenants")
 
 
 def machine_busy_seconds() -> float:
@@ -99,16 +96,16 @@ def cpu_seconds(stack: ServiceStack) -> dict[str, float]:
     return out
 
 
-def measure(stack: ServiceStack, keys: list[str], *, count: int, batch: int, repeat: int) -> dict[str, Any]:
+def measure(stack: ServiceStack, key: str, *, count: int, batch: int, repeat: int) -> dict[str, Any]:
     """Warm up, then ``repeat`` runs of ``count`` events; events/s, CPU ms per event by part, publish lag."""
     connections, processes = CONNECTIONS, 2
     body = batch_request([EVENT_TYPE] * batch) if batch else event_request()
-    stack.burst(keys, body, max(300, batch), connections, processes, batch)
+    stack.burst(key, body, max(300, batch), connections, processes, batch)
     stack.wait_published()
     runs = []
     for run in range(repeat):
         before = cpu_seconds(stack)
-        result = stack.burst(keys, body, count, connections, processes, batch)
+        result = stack.burst(key, body, count, connections, processes, batch)
         lag = stack.wait_published()
         after = cpu_seconds(stack)
         cpu = {name: round(1000 * (after[name] - before[name]) / result["count"], 3) for name in after}

@@ -90,8 +90,8 @@ def admission(context: Context, deadline: Deadline) -> Results:
             tenant = stack.tenant("eager")
             stack.endpoint(tenant, "http://127.0.0.1:9/ep0")
             body = batch_request([EVENT_TYPE] * batch) if batch else event_request()
-            stack.burst([tenant.api_key], body, max(300, batch), connections, 2, batch)  # warm up
-            run = stack.burst([tenant.api_key], body, count * (10 if batch else 1), connections, 2, batch)
+            stack.burst(tenant.api_key, body, max(300, batch), connections, 2, batch)  # warm up
+            run = stack.burst(tenant.api_key, body, count * (10 if batch else 1), connections, 2, batch)
         refused = run["statuses"].get("retried_429", 0)
         results[name] = {"connections": 2 * connections, "batch": batch, "rate": run["rps"], "refused": refused,
                          "statuses": run["statuses"]}
