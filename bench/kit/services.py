@@ -14,6 +14,7 @@ import random
 import socket
 import subprocess
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -57,12 +58,9 @@ def free_port() -> int:
 
 def pg_admin(sql: str) -> None:
     """Run one statement on the ``postgres`` database outside a transaction (CREATE/DROP DATABASE)."""
-    connection = psycopg2.connect(PG_ADMIN)
-    connection.autocommit = True
-    try:
+    with closing(psycopg2.connect(PG_ADMIN)) as connection:
+        connection.autocommit = True
         connection.cursor().execute(sql)
-    finally:
-        connection.close()
 
 
 def fresh_database(name: str) -> str:
@@ -96,11 +94,8 @@ class Sql:
 
 
 def postgres_version() -> str:
-    admin = Sql(PG_ADMIN)
-    try:
+    with closing(Sql(PG_ADMIN)) as admin:
         return admin.value("SHOW server_version")
-    finally:
-        admin.close()
 
 
 # -- RabbitMQ ------------------------------------------------------------------------------------
@@ -112,21 +107,15 @@ def amqp_connection(url: str = AMQP_URL) -> pika.BlockingConnection:
 
 
 def rabbitmq_version() -> str:
-    connection = amqp_connection()
-    try:
+    with amqp_connection() as connection:
         version = connection._impl.server_properties.get("version", b"?")  # noqa: SLF001 - no public accessor
-        return version.decode() if isinstance(version, bytes) else str(version)
-    finally:
-        connection.close()
+    return version.decode() if isinstance(version, bytes) else str(version)
 
 
 def queue_depth(name: str, url: str = AMQP_URL) -> int:
     """Messages in queue ``name`` on the broker of ``url``."""
-    connection = amqp_connection(url)
-    try:
+    with amqp_connection(url) as connection:
         return connection.channel().queue_declare(name, passive=True).method.message_count
-    finally:
-        connection.close()
 
 
 def _rabbitmqctl_names(kind: str) -> list[str]:
@@ -143,8 +132,7 @@ def delete_broker_objects(prefix: str, queues: Iterable[str] = (), exchanges: It
     """Delete the named queues and exchanges and every one whose name starts with ``prefix``."""
     named = {kind: sorted({*given, *(name for name in _rabbitmqctl_names(kind) if name.startswith(prefix))})
              for kind, given in (("queue", queues), ("exchange", exchanges))}
-    connection = amqp_connection()
-    try:
+    with amqp_connection() as connection:
         for kind, names in named.items():
             for name in names:
                 channel = connection.channel()
@@ -153,8 +141,6 @@ def delete_broker_objects(prefix: str, queues: Iterable[str] = (), exchanges: It
                     channel.close()
                 except pika.exceptions.ChannelClosedByBroker:
                     pass
-    finally:
-        connection.close()
 
 
 # -- the machine ---------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 from collections import defaultdict
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
@@ -383,11 +383,8 @@ class ServiceStack:
 
     def backend_pids(self) -> list[int]:
         """PostgreSQL's backends serving this stack's database."""
-        admin = Sql(services.PG_ADMIN)
-        try:
+        with closing(Sql(services.PG_ADMIN)) as admin:
             return [pid for (pid,) in admin.rows("SELECT pid FROM pg_stat_activity WHERE datname = %s", (self.prefix,))]
-        finally:
-            admin.close()
 
     def burst(self, api_key: str, body: bytes, count: int, connections: int, processes: int,
               batch: int = 0) -> dict[str, Any]:

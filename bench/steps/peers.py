@@ -58,10 +58,9 @@ def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, 
     if "floor" in kind:  # the floors' queue is declared here: quorum with the service's own arguments, or classic
         from webhooks.messaging.topology import DELIVERY_LIMIT, QUORUM
 
-        connection = amqp_connection()
-        connection.channel().queue_declare(queue, durable=True, arguments={} if kind == "floor-classic" else
-                                           {**QUORUM, "x-delivery-limit": DELIVERY_LIMIT})
-        connection.close()
+        with amqp_connection() as connection:
+            connection.channel().queue_declare(queue, durable=True, arguments={} if kind == "floor-classic" else
+                                               {**QUORUM, "x-delivery-limit": DELIVERY_LIMIT})
     out = PROCS.start(f"{tag}-preload", [PYTHON, "-m", "bench.peers.preload", "floor" if "floor" in kind else kind,
                                          "--queue", queue,
                                          "--url", url, "--count", str(events)],
