@@ -62,8 +62,7 @@ def peer_throughput(kind: str, receiver: Receiver, events: int, processes: int, 
             connection.channel().queue_declare(queue, durable=True, arguments={} if kind == "floor-classic" else
                                                {**QUORUM, "x-delivery-limit": DELIVERY_LIMIT})
     out = PROCS.start(f"{tag}-preload", [PYTHON, "-m", "bench.peers.preload", "floor" if "floor" in kind else kind,
-                                         "--queue", queue,
-                                         "--url", url, "--count", str(events)],
+                                         "--queue", queue, "--url", url, "--count", str(events)],
                       {"BENCH_QUEUE": queue, "BENCH_AMQP_URL": AMQP_URL})
     out.popen.wait(max(1.0, deadline.left()))
     if out.popen.returncode != 0:
