@@ -28,6 +28,7 @@ def in_process(name: str, queues: bool = False) -> Iterator[InProcess]:
     """The service's database migrated (and with ``queues`` its queues declared) in this process; afterwards
     the database connections closed and the stack removed."""
     from app import create_app
+    from tests.api_helpers import create_endpoint  # to the tests' HOOK_URL, where nothing listens
     from webhooks.cli import create_tenant, migrate
     from webhooks.config import Settings
     from webhooks.storage import db
@@ -42,10 +43,8 @@ def in_process(name: str, queues: bool = False) -> Iterator[InProcess]:
         app = create_app({"SETTINGS": Settings.from_env(env=stack.env)})
         logging.getLogger("webhooks").setLevel(logging.WARNING)  # no log line per request
         client = app.test_client()
-        response = client.post("/v1/endpoints", json={"url": "http://127.0.0.1:9/hook"},
-                               headers={"Authorization": f"Bearer {tenant['api_key']}"})
-        assert response.status_code == 201, response.json
-        yield InProcess(stack, app, client, tenant, response.json["id"])
+        endpoint = create_endpoint(client, {"Authorization": f"Bearer {tenant['api_key']}"})["id"]
+        yield InProcess(stack, app, client, tenant, endpoint)
     finally:
         if not db.database.is_closed():
             db.database.close()
