@@ -212,12 +212,11 @@ def _earlier_targets(r: dict[str, Any], add: Add) -> None:
         add("| ingestion ≥ 1,500 events/s | – | not measured |")
     backlog = r.get("backlog")
     if ok(backlog) and backlog.get("memory"):
-        mem = backlog["memory"]
-        met = memory_stayed_flat(mem)
+        mem, drained, met = backlog["memory"], backlog.get("finished"), memory_stayed_flat(backlog["memory"])
+        met_text = verdict(met) if drained else f"{verdict(None)} (drain unfinished; flat so far: {'yes' if met else 'no'})"
         add(f"| worker memory flat across the {backlog['backlog']:,} backlog | RSS {mem['start_mib']:.0f} → peak "
             f"{mem['peak_mib']:.0f} → end {mem['end_mib']:.0f} MiB "
-            f"({'drained' if backlog.get('finished') else 'drain not finished, see below'}) | "
-            f"{verdict(met if backlog.get('finished') else None) if backlog.get('finished') else verdict(None) + ' (drain unfinished; flat so far: ' + ('yes' if met else 'no') + ')'} |")
+            f"({'drained' if drained else 'drain not finished, see below'}) | {met_text} |")
     else:
         add("| worker memory flat across the backlog | – | not measured |")
     add("")
