@@ -115,7 +115,7 @@ def flood(context: Context, deadline: Deadline, fanout: bool = False) -> Results
 
 
 def _a_drain(receiver: Receiver, flood_started: float) -> dict[str, Any]:
-    arrivals = sorted(t for t, _, path in receiver.dump() if path.startswith("/flood/a/"))
+    arrivals = sorted(call.arrival for call in receiver.timeline("/flood/a/"))
     seconds = arrivals[-1] - flood_started if arrivals else float("nan")
     log(f"   A drained: {len(arrivals):,} arrivals, the last {seconds:.1f} s after the first POST")
     return {"a_arrivals": len(arrivals), "a_drain_seconds": seconds,

@@ -34,7 +34,7 @@ def _noisy_run(stack: ServiceStack, receiver: Receiver, plan: Plan, name: str, w
         receiver.wait_for(prefix, expected, deadline, also=stack.check_alive)
     finally:
         stack.stop_workers()
-    times = sorted(t for t, _, path in receiver.dump() if path.startswith(prefix))
+    times = sorted(call.arrival for call in receiver.timeline(prefix))
     rate, _ = steady_rate(times, WARMUP)
     result = {"events": events, "healthy_deliveries": len(times), "rate_from_start": expected / (times[-1] - started),
               "rate_steady": rate, "seconds": times[-1] - started}
