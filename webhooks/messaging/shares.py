@@ -52,6 +52,12 @@ class RecentShares:
                 self._counts = {tenant: (count, when) for tenant, (count, when) in self._counts.items()
                                 if count * math.exp(-(now - when) / self.window) >= FORGET_BELOW}
 
+    def anyone_over(self) -> bool:
+        """Is any tenant above its share now (a flood is being accepted here)?"""
+        now = self.clock()
+        with self._lock:
+            return any(self._now_count(tenant, now) > self.bulk_after for tenant in self._counts)
+
     def over(self, tenants: Iterable[str]) -> frozenset[str]:
         """Those of ``tenants`` above their share now: their deliveries go to the bulk queue."""
         now = self.clock()
