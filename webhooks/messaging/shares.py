@@ -21,8 +21,8 @@ from webhooks.turns import SHARE_WINDOW_SECONDS
 
 #: New deliveries a tenant may publish from one web process within about ``SHARE_WINDOW_SECONDS``
 #: before the next ones go to the bulk queue: half of what ``TENANT_SHARED_DELIVERY_RATE`` lets a
-#: flooding tenant make a second by default, and fifty times a tenant posting an event every 100 ms.
-BULK_AFTER = 500
+#: flooding tenant make a second by default, and 25 times a tenant posting an event every 100 ms.
+BULK_AFTER = 250
 
 #: Counts that decayed below this are forgotten (once the table holds ``FORGET_ABOVE`` tenants).
 FORGET_BELOW = 1.0
