@@ -103,8 +103,11 @@ class Settings:
     #: Deliveries per second one client (one API key) may make in each web process while another
     #: client is active (``webhooks.server.turns``): its next request waits until what its last
     #: ones made is paid for at this rate. A flood fanned out to many endpoints then feeds the
-    #: broker and the workers no faster than a flood that is not. 0: no pace.
-    tenant_shared_delivery_rate: float = 1000.0
+    #: broker and the workers no faster than a flood that is not. Two web processes at 500 make
+    #: 1,000 a second, below what two workers on two cores deliver (1,000-1,300 a second in the
+    #: flood benchmark): at 1,000 each, the flood outran the workers and the machine, and another
+    #: tenant's p99 was 0.5-3.5 s (bench/RESULTS.md, 2026-11-27). 0: no pace.
+    tenant_shared_delivery_rate: float = 500.0
     #: Seconds a client has to send a whole request (head and body) from its first byte, or to
     #: send a first byte on a new connection (``webhooks.server.worker``); then 408.
     request_read_timeout: float = 30.0

@@ -29,6 +29,7 @@ from webhooks.storage.timeutil import utcnow
 from webhooks.messaging.enqueuer import BackgroundEnqueuer
 from webhooks.messaging.outbox import mark_enqueued
 from webhooks.messaging.publisher import Outgoing
+from webhooks.messaging.shares import BULK_AFTER, RecentShares
 
 
 class RecordingPublisher:
@@ -296,16 +297,37 @@ def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_the_round_bei
     enqueuer.submit([message("ten_a", 1)])  # a has a round under way: it waits for the next
     enqueuer.submit([message("ten_b", 0), message("ten_b", 1)])  # b has nothing waiting: out at once
     assert express.entered.wait(5)
-    enqueuer.submit([message("ten_c", 0)])  # one express publish at a time: c waits for the next round
+    enqueuer.submit([message("ten_c", 0)])  # b's express publish is held: c queues for the next one, not the round
     express.release.set()
-    wait_until(lambda: len(express.batches) == 1, timeout=5)
+    wait_until(lambda: len(express.batches) == 2, timeout=5)
 
-    assert published(express.batches) == [["dlv_ten_b_0", "dlv_ten_b_1"]]
+    assert published(express.batches) == [["dlv_ten_b_0", "dlv_ten_b_1"], ["dlv_ten_c_0"]]
     assert published(publisher.batches) == []  # a's round is still held
     publisher.release.set()
     assert enqueuer.wait_idle(10)
-    assert published(publisher.batches) == [["dlv_ten_a_0"], ["dlv_ten_a_1", "dlv_ten_c_0"]]
-    assert len(express.batches) == 1
+    assert published(publisher.batches) == [["dlv_ten_a_0"], ["dlv_ten_a_1"]]
+    assert len(express.batches) == 2
+
+
+def test_a_tenant_over_its_share_never_takes_the_express_thread(app: Flask, settings: Settings) -> None:
+    publisher, express = GatedPublisher(), RecordingPublisher()
+    enqueuer = BackgroundEnqueuer(publisher, settings.topology, spacing=0.0, express_publisher=express)  # type: ignore[arg-type]
+
+    def message(tenant: str, n: int) -> DeliveryMessage:
+        return DeliveryMessage(f"dlv_{tenant}_{n}", f"evt_{n}", "ep_1", tenant, "order.created", "t", {"n": n})
+
+    enqueuer.submit([message("ten_b", 0)])  # a round of b's, held by the broker
+    assert publisher.entered.wait(5)
+    flood = [message("ten_a", n) for n in range(BULK_AFTER + 1)]  # a's first batch already passes its share
+    enqueuer.submit(flood)
+    enqueuer.submit([message("ten_c", 0)])
+    wait_until(lambda: len(express.batches) == 1, timeout=5)
+    publisher.release.set()
+    assert enqueuer.wait_idle(10)
+
+    assert [[DeliveryMessage.decode(body, headers).delivery_id for _, body, headers in batch]
+            for batch in express.batches] == [["dlv_ten_c_0"]]
+    assert sum(len(batch) for batch in publisher.batches) == 1 + len(flood)
 
 
 def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_the_round_threads_mark(
@@ -336,6 +358,19 @@ def test_with_an_express_publisher_a_lone_tenant_does_not_wait_for_the_round_thr
     assert len(publisher.batches) == 1
 
 
+def test_while_another_tenant_floods_a_lone_tenant_takes_the_express_thread_even_when_the_round_is_idle(
+    app: Flask, settings: Settings
+) -> None:
+    # An idle round thread would take the flood's next batch with it: hundreds of messages in one publish.
+    publisher, express, shares = RecordingPublisher(), RecordingPublisher(), RecentShares()
+    enqueuer = BackgroundEnqueuer(publisher, settings.topology, spacing=0.0, express_publisher=express,  # type: ignore[arg-type]
+                                  shares=shares)
+    shares.add({"ten_a": BULK_AFTER * 2})  # a flood accepted here a moment ago
+    enqueuer.submit([DeliveryMessage("dlv_b", "evt_b", "ep_1", "ten_b", "order.created", "t", {})])
+    assert enqueuer.wait_idle(10)
+    assert (len(express.batches), len(publisher.batches)) == (1, 0)
+
+
 def test_a_tenant_s_message_queued_behind_its_express_publish_reaches_the_broker_after_it(
     app: Flask, settings: Settings
 ) -> None:
@@ -358,10 +393,10 @@ def test_a_tenant_s_message_queued_behind_its_express_publish_reaches_the_broker
     assert publisher.entered.wait(5)
     enqueuer.submit([message("ten_b", 0)])  # b has nothing waiting: out at once, held too
     assert express.entered.wait(5)
-    enqueuer.submit([message("ten_b", 1)])  # b's first is under way: its second queues for the round
     publisher.release.set()
-    wait_until(lambda: arrived == ["dlv_ten_a_0"], timeout=5)  # the round goes on with a's
-    with pytest.raises(AssertionError):  # then waits for b's express confirm
+    wait_until(lambda: arrived == ["dlv_ten_a_0"], timeout=5)  # the round thread is idle now
+    enqueuer.submit([message("ten_b", 1)])  # b's first is still under way: its second queues behind it
+    with pytest.raises(AssertionError):
         wait_until(lambda: len(arrived) > 1, timeout=1)
 
     express.release.set()

@@ -161,7 +161,7 @@ def test_a_client_alone_is_not_paced() -> None:
 def test_the_server_s_settings_have_their_defaults_and_refuse_what_makes_no_sense() -> None:
     defaults = Settings.from_env(env={})
     assert (defaults.tenant_max_concurrent_requests, defaults.tenant_max_waiting_requests,
-            defaults.tenant_shared_delivery_rate, defaults.request_read_timeout) == (4, 128, 1000.0, 30.0)
+            defaults.tenant_shared_delivery_rate, defaults.request_read_timeout) == (4, 128, 500.0, 30.0)
     assert Settings.from_env(env={"REQUEST_READ_TIMEOUT": "2m", "TENANT_MAX_WAITING_REQUESTS": "0"}).request_read_timeout == 120
     for name, bad, rule in (("TENANT_MAX_WAITING_REQUESTS", "-1", "a whole number of requests"),
                             ("TENANT_MAX_CONCURRENT_REQUESTS", "x", "a whole number of requests"),

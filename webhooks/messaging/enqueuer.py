@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
 from collections import Counter
@@ -21,7 +20,7 @@ from webhooks.messaging.outbox import mark_enqueued, publish_messages
 from webhooks.messaging.publisher import Publisher
 from webhooks.messaging.shares import RecentShares
 from webhooks.messaging.topology import Topology
-from webhooks.turns import TurnQueue
+from webhooks.turns import TurnQueue, count_down
 from webhooks.observability import tracing
 from webhooks.storage.db import release_connection
 
@@ -78,14 +77,20 @@ class BackgroundEnqueuer:
 
     With an ``express_publisher`` (a second connection), a tenant's request does not wait
     for another tenant's round either: while other tenants' messages are being published or
-    marked, or wait for the next round, the messages of a tenant with nothing else waiting
-    here go at once from a second thread, one request's at a time (the way the worker's
-    claims do), and are marked at once. Under a flood of 200-event batches a round takes
-    tens of milliseconds, and up to hundreds while the process's request threads hold the
-    GIL; a mark of a flood's confirmed messages waits for the rows the workers are claiming,
-    and took up to 1.6 s in the flood benchmark, with a lone tenant's event queued behind it.
-    A tenant's messages reach the broker in the order they were submitted: its next message
-    queues for the round, and the round waits for the express publish's confirms first.
+    marked, or wait for the next round, the messages of a tenant with nothing waiting for the
+    round go to a second thread, which publishes everything queued for it (in turns by
+    tenant, as the rounds do) and marks it at once. Under a flood of 200-event batches a
+    round takes tens of milliseconds, and up to hundreds while the process's request threads
+    hold the GIL; a mark of a flood's confirmed messages waits for the rows the workers are
+    claiming, and took up to 1.6 s in the flood benchmark, with a lone tenant's event queued
+    behind it. A tenant over its share (``shares``: the flood) never takes the express
+    thread, so what waits there is other tenants' few messages. A tenant's messages reach the
+    broker in the order they were submitted: while some of its messages wait for the express
+    thread its next ones queue there too, behind them; while some wait for the round, the
+    next ones queue for the round, and the round waits for the tenant's express confirms first.
+    (Until issue 36's flood benchmark the express thread took one request at a time and a
+    tenant whose previous event was still under way there queued for the round: one event
+    every 100 ms beside a flood then waited up to 1.7 s for the flood's rounds.)
 
     A tenant that submitted far more than its share over the last second (``shares``) has its
     messages published to the bulk queue rather than the primary one, whichever thread
@@ -102,7 +107,7 @@ class BackgroundEnqueuer:
         self.shares = shares or RecentShares()
         self._last_batch_start = float("-inf")
         self._queue: TurnQueue[DeliveryMessage] = TurnQueue(_tenant_of)
-        self._express: queue.SimpleQueue[list[DeliveryMessage]] = queue.SimpleQueue()
+        self._express: TurnQueue[DeliveryMessage] = TurnQueue(_tenant_of)
         self._pid = 0
         self._lock = threading.Lock()
         self._done = threading.Condition(threading.Lock())
@@ -111,13 +116,12 @@ class BackgroundEnqueuer:
         #: The thread's own: what its rounds published and the broker confirmed, to mark; its last mark.
         self._confirmed: list[DeliveryMessage] = []
         self._last_mark = float("-inf")
-        #: Guarded by ``_done``: messages of each tenant not handled yet; is an express publish under
-        #: way; is the round thread publishing or marking (a message queued now would wait for it).
-        self._pending: Counter[str] = Counter()
-        self._express_busy = False
+        #: Guarded by ``_done``: each tenant's messages queued for the round and not handled yet, and
+        #: those queued for the express thread and not published yet; is the round thread publishing
+        #: or marking (a message queued now would wait for it).
+        self._round_pending: Counter[str] = Counter()
+        self._express_pending: Counter[str] = Counter()
         self._round_busy = False
-        #: Guarded by ``_done``: the tenants of the express publish whose confirms are awaited.
-        self._express_tenants: frozenset[str] = frozenset()
 
     def submit(self, messages: Sequence[DeliveryMessage]) -> None:
         if not messages:
@@ -125,26 +129,33 @@ class BackgroundEnqueuer:
         self._ensure_thread()
         tenants = Counter(message.tenant_id for message in messages)
         self.shares.add(tenants)
+        flooding = self.shares.over(tenants)
+        flood_here = bool(flooding) or self.shares.anyone_over()
         with self._done:
-            # Only behind others' work (a round being published or marked, or messages queued for the next one), and
-            # never ahead of the tenant's own messages still waiting here (they keep their order).
-            express = (self.express_publisher is not None and (self._unhandled > 0 or self._round_busy)
-                       and not self._express_busy and not any(self._pending[tenant] for tenant in tenants))
+            express = self._takes_express(tenants, flooding, flood_here)
             self._unhandled += len(messages)
-            self._pending.update(tenants)
-            self._express_busy = self._express_busy or express
-            if express:
-                self._express_tenants = frozenset(tenants)
-        if express:
-            self._express.put(list(messages))
-            return
-        self._queue.put(messages)
+            (self._express_pending if express else self._round_pending).update(tenants)
+        (self._express if express else self._queue).put(messages)
 
-    def _handled(self, messages: Sequence[DeliveryMessage]) -> None:
+    def _takes_express(self, tenants: Counter[str], flooding: frozenset[str], flood_here: bool) -> bool:
+        """Do these messages go to the express thread? (Called holding ``_done``.) Behind the
+        tenants' own messages still waiting for it, always (they keep their order); otherwise,
+        for tenants with nothing waiting for the round and none over its share, while another
+        tenant floods this process (``flood_here``: an idle round thread would take the flood's
+        next batch with them, hundreds of messages in one publish) or behind others' work (a
+        round being published or marked, or messages queued for the next one)."""
+        if self.express_publisher is None or any(self._round_pending[tenant] for tenant in tenants):
+            return False
+        if any(self._express_pending[tenant] for tenant in tenants):
+            return True
+        return not flooding and (flood_here or self._unhandled > 0 or self._round_busy)
+
+    def _handled(self, messages: Sequence[DeliveryMessage], express: bool = False) -> None:
         with self._done:
             self._unhandled -= len(messages)
-            self._pending.subtract(message.tenant_id for message in messages)
-            self._pending = +self._pending  # drop the tenants at zero
+            if not express:
+                for message in messages:
+                    count_down(self._round_pending, message.tenant_id)
             if self._unhandled <= 0:
                 self._done.notify_all()
 
@@ -160,11 +171,11 @@ class BackgroundEnqueuer:
             if self._pid != os.getpid():  # a thread does not survive a fork: start ours
                 self._pid = os.getpid()
                 self._queue = TurnQueue(_tenant_of)  # whatever the parent had queued is the parent's
-                self._express = queue.SimpleQueue()
+                self._express = TurnQueue(_tenant_of)
                 with self._done:
-                    self._unhandled, self._unmarked, self._pending = 0, 0, Counter()
-                    self._express_busy = self._round_busy = False
-                    self._express_tenants = frozenset()
+                    self._unhandled, self._unmarked = 0, 0
+                    self._round_pending, self._express_pending = Counter(), Counter()
+                    self._round_busy = False
                 self._confirmed, self._last_mark = [], float("-inf")
                 threading.Thread(target=self._run, name="enqueuer", daemon=True).start()
                 if self.express_publisher is not None:
@@ -219,7 +230,8 @@ class BackgroundEnqueuer:
         """
         tenants = {message.tenant_id for message in messages}
         with self._done:
-            self._done.wait_for(lambda: not self._express_tenants & tenants, EXPRESS_WAIT_SECONDS)
+            self._done.wait_for(lambda: not any(self._express_pending[tenant] for tenant in tenants),
+                                EXPRESS_WAIT_SECONDS)
 
     def _publish_only(self, publisher: Publisher, messages: list[DeliveryMessage]) -> list[DeliveryMessage]:
         """Publish; the messages the broker confirmed (they are marked later)."""
@@ -249,20 +261,18 @@ class BackgroundEnqueuer:
     def _run_express(self) -> None:
         assert self.express_publisher is not None
         while True:
-            try:
-                messages = self._express.get(timeout=self.release_after)
-            except queue.Empty:
-                release_connection()
-                messages = self._express.get()
+            if not self._express.wait(self.release_after):
+                release_connection()  # idle: give the pooled connection back, then sleep until work comes
+                self._express.wait(None)
+            messages = self._express.take(self.batch)
             confirmed = self._publish_only(self.express_publisher, messages)
             with self._done:
-                self._express_tenants = frozenset()
+                for message in messages:
+                    count_down(self._express_pending, message.tenant_id)
                 self._done.notify_all()
             if confirmed:
                 _mark_now(confirmed)
-            with self._done:
-                self._express_busy = False
-            self._handled(messages)
+            self._handled(messages, express=True)
 
 
 def _mark_now(confirmed: list[DeliveryMessage]) -> None:

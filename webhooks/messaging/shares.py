@@ -21,8 +21,8 @@ from webhooks.turns import SHARE_WINDOW_SECONDS
 
 #: New deliveries a tenant may publish from one web process within about ``SHARE_WINDOW_SECONDS``
 #: before the next ones go to the bulk queue: half of what ``TENANT_SHARED_DELIVERY_RATE`` lets a
-#: flooding tenant make a second by default, and fifty times a tenant posting an event every 100 ms.
-BULK_AFTER = 500
+#: flooding tenant make a second by default, and 25 times a tenant posting an event every 100 ms.
+BULK_AFTER = 250
 
 #: Counts that decayed below this are forgotten (once the table holds ``FORGET_ABOVE`` tenants).
 FORGET_BELOW = 1.0
@@ -51,6 +51,12 @@ class RecentShares:
             if len(self._counts) > FORGET_ABOVE:
                 self._counts = {tenant: (count, when) for tenant, (count, when) in self._counts.items()
                                 if count * math.exp(-(now - when) / self.window) >= FORGET_BELOW}
+
+    def anyone_over(self) -> bool:
+        """Is any tenant above its share now (a flood is being accepted here)?"""
+        now = self.clock()
+        with self._lock:
+            return any(self._now_count(tenant, now) > self.bulk_after for tenant in self._counts)
 
     def over(self, tenants: Iterable[str]) -> frozenset[str]:
         """Those of ``tenants`` above their share now: their deliveries go to the bulk queue."""
