@@ -48,7 +48,7 @@ class Tenant:
     api_key: str
 
 
-#: Seconds the primary queue's depth may stay unchanged while pre-loading before the step goes on without it.
+#: Seconds the queued messages may stay unchanged while pre-loading before the step goes on without it.
 PRELOAD_SETTLED = 10.0
 
 #: The service's settings whose defaults the report states (environment name: ``Settings`` field).
@@ -332,17 +332,17 @@ class ServiceStack:
 
     def preload(self, tenant: Tenant, events: int, fanout: int, deadline: Deadline) -> dict[str, Any]:
         """POST about ``events`` events (workers stopped) and wait until every delivery's
-        message (``fanout`` per event) is in the primary queue; returns ``ingest``'s figures."""
+        message (``fanout`` per event) is queued; returns ``ingest``'s figures."""
         ingest = self.ingest(tenant, events, deadline)
         expected, depth, changed = ingest["events"] * fanout, -1, time.monotonic()
         while depth < expected:
             deadline.check()
-            now_depth = self.primary_depth()
+            now_depth = self.queued()
             if now_depth != depth:
                 depth, changed = now_depth, time.monotonic()
             elif time.monotonic() - changed > PRELOAD_SETTLED:
                 # A service that queues deliveries otherwise (not one message each) must not stall the step.
-                log(f"   the primary queue settled at {depth:,} messages for {expected:,} deliveries; going on")
+                log(f"   the queues settled at {depth:,} messages for {expected:,} deliveries; going on")
                 break
             time.sleep(0.2)
         return ingest
@@ -370,8 +370,10 @@ class ServiceStack:
             self.stop_workers()
         return DeliveryRun(started, ended, arrived >= expected, arrived, rss, samples)
 
-    def primary_depth(self) -> int:
-        return services.queue_depth(f"{self.prefix}.deliver")
+    def queued(self) -> int:
+        """Messages waiting in the queues the workers consume: the primary queue and the bulk queue, where a
+        tenant far over its share of new deliveries (a pre-loaded step's) has the rest of them published."""
+        return sum(services.queue_depth(f"{self.prefix}.{queue}") for queue in ("deliver", "bulk"))
 
     # -- ingestion alone (``bench/steps/ingest.py``) -------------------------------------------
 

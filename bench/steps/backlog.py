@@ -49,7 +49,7 @@ def backlog(context: Context, deadline: Deadline) -> Results:
                 settle = Deadline(min(deadline.left(), 120 + total / 50), "parking the backlog")
                 while True:
                     counts = status_counts(stack.sql, endpoint)
-                    if stack.primary_depth() == 0 and counts.get("pending", 0) <= 1:
+                    if stack.queued() == 0 and counts.get("pending", 0) <= 1:
                         break
                     settle.check()
                     stack.check_alive()

@@ -26,7 +26,7 @@ def _noisy_run(stack: ServiceStack, receiver: Receiver, plan: Plan, name: str, w
     ingest = stack.ingest(tenant, plan.noisy_events, deadline)
     events = ingest["events"]
     expected = 9 * events
-    deadline.wait(lambda: stack.primary_depth() >= events * (10 if with_dead else 9))
+    deadline.wait(lambda: stack.queued() >= events * (10 if with_dead else 9))
     stack.start_workers(plan.processes)
     stack.start_clock()
     started = time.time()
