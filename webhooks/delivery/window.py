@@ -8,11 +8,7 @@ or per ``GROWTH_INTERVAL_SECONDS`` for a receiver that answers faster than that.
 latency has told where the receiver gives way, the window climbs back to just below
 that level quickly, and probes past it only every ``PROBE_INTERVAL_SECONDS``: a
 receiver that falls off a cliff when it holds too many calls (every call slow while
-one is) costs a stall per probe, so probes must be rare. A probe that holds (as many
-calls as that level answered in time, each sent with at least that many in flight, and
-none slow since the cut) clears it, and slow start resumes: a stall of the worker's own (a
-burst of messages to parse at start-up) or one the receiver has since absorbed must not
-pin a window at a handful of calls, one more every few seconds, for the rest of the day.
+one is) costs a stall per probe, so probes must be rare.
 A timeout, a connection error or a 5xx halves it, though a failure that came back
 as fast as a normal call (a receiver that answers ``500`` in milliseconds is not
 overloaded by a handful of calls) keeps at least ``LATENCY_FLOOR``: pinned at one call,
@@ -110,7 +106,7 @@ class Window:
     """The concurrency window of one endpoint in one worker process."""
 
     __slots__ = ("limit", "ceiling", "threshold", "in_flight", "cuts", "_used", "_last_cut", "_next_growth",
-                 "_gave_way", "_held", "_double_to", "_double_after", "_min_now", "_min_before", "_bucket_end")
+                 "_gave_way", "_double_to", "_double_after", "_min_now", "_min_before", "_bucket_end")
 
     def __init__(self, ceiling: int) -> None:
         self.ceiling = max(MIN_WINDOW, ceiling)
@@ -126,8 +122,6 @@ class Window:
         self._next_growth = -math.inf
         #: Calls in flight when latency last gave way (None: it never has).
         self._gave_way: int | None = None
-        #: Calls sent at ``_gave_way`` or more in flight that answered in time since the last cut.
-        self._held = 0
         #: Slow start grows up to ``_double_to``, and doubles again only after ``_double_after``.
         self._double_to = 0.0
         self._double_after = -math.inf
@@ -194,17 +188,7 @@ class Window:
         self._observe(latency, now)
         if slow_after is not None and latency > slow_after:
             self._slow(sent_at, now, level)
-            return
-        if self._gave_way is not None and level is not None and level >= self._gave_way and sent_at > self._last_cut:
-            self._held += 1
-            if self._held >= self._gave_way:
-                # The receiver coped with the level where latency gave way, a whole window of
-                # calls: that level says nothing any more. Slow start again, up to the ceiling (a
-                # receiver that truly gives way further up is found there within a round trip).
-                self._gave_way = None
-                self.threshold = float(self.ceiling)
-                self._double_to = 0.0
-        if used:
+        elif used:
             self._grow(now, allowance)
 
     def _quick(self, latency: float, allowance: float) -> bool:
@@ -246,7 +230,6 @@ class Window:
         self.limit = max(float(MIN_WINDOW), to)
         self.threshold = self.limit
         self._last_cut = now
-        self._held = 0
         self.cuts += 1
         return True
 
