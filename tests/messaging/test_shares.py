@@ -39,3 +39,15 @@ def test_a_steady_rate_above_the_share_stays_bulk_and_one_below_it_does_not() ->
         shares.add({"ten_a": 100, "ten_b": 1})
 
     assert shares.over(["ten_a", "ten_b"]) == frozenset({"ten_a"})
+
+
+def test_anyone_over_holds_while_the_highest_count_decays_above_the_share() -> None:
+    clock = Clock()
+    shares = RecentShares(bulk_after=500, window=1.0, clock=clock)
+    shares.add({"ten_b": 10})
+    assert not shares.anyone_over()
+    shares.add({"ten_a": 2_000})  # above 500 for ln(4) = 1.39 s
+    clock.now = 1.3
+    assert shares.anyone_over() and shares.over(["ten_a"]) == frozenset({"ten_a"})
+    clock.now = 1.5
+    assert not shares.anyone_over() and shares.over(["ten_a"]) == frozenset()

@@ -129,15 +129,15 @@ class BackgroundEnqueuer:
         self._ensure_thread()
         tenants = Counter(message.tenant_id for message in messages)
         self.shares.add(tenants)
-        flooding = self.shares.over(tenants)
-        flood_here = bool(flooding) or self.shares.anyone_over()
+        flooding = bool(self.shares.over(tenants))
+        flood_here = flooding or self.shares.anyone_over()
         with self._done:
             express = self._takes_express(tenants, flooding, flood_here)
             self._unhandled += len(messages)
             (self._express_pending if express else self._round_pending).update(tenants)
         (self._express if express else self._queue).put(messages)
 
-    def _takes_express(self, tenants: Counter[str], flooding: frozenset[str], flood_here: bool) -> bool:
+    def _takes_express(self, tenants: Counter[str], flooding: bool, flood_here: bool) -> bool:
         """Do these messages go to the express thread? (Called holding ``_done``.) Behind the
         tenants' own messages still waiting for it, always (they keep their order); otherwise,
         for tenants with nothing waiting for the round and none over its share, while another

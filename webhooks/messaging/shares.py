@@ -36,6 +36,8 @@ class RecentShares:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.bulk_after, self.window, self.clock = bulk_after, window, clock
         self._counts: dict[str, tuple[float, float]] = {}  # tenant -> (count, when)
+        #: Until when the highest count added so far stays above ``bulk_after`` (decaying, nothing more added).
+        self._someone_over_until = -math.inf
         self._lock = threading.Lock()
 
     def _now_count(self, tenant: str, now: float) -> float:
@@ -47,16 +49,19 @@ class RecentShares:
         now = self.clock()
         with self._lock:
             for tenant, n in counts.items():
-                self._counts[tenant] = (self._now_count(tenant, now) + n, now)
+                count = self._now_count(tenant, now) + n
+                self._counts[tenant] = (count, now)
+                if count > self.bulk_after:
+                    over_for = self.window * math.log(count / self.bulk_after)
+                    self._someone_over_until = max(self._someone_over_until, now + over_for)
             if len(self._counts) > FORGET_ABOVE:
                 self._counts = {tenant: (count, when) for tenant, (count, when) in self._counts.items()
                                 if count * math.exp(-(now - when) / self.window) >= FORGET_BELOW}
 
     def anyone_over(self) -> bool:
-        """Is any tenant above its share now (a flood is being accepted here)?"""
-        now = self.clock()
-        with self._lock:
-            return any(self._now_count(tenant, now) > self.bulk_after for tenant in self._counts)
+        """Is any tenant above its share now (a flood is being accepted here)? One comparison, not
+        a walk over every tenant counted: it is asked on every request."""
+        return self.clock() < self._someone_over_until
 
     def over(self, tenants: Iterable[str]) -> frozenset[str]:
         """Those of ``tenants`` above their share now: their deliveries go to the bulk queue."""
