@@ -1,16 +1,12 @@
-"""Step ``destinations``: deliveries/s to a RabbitMQ destination and to a Redis stream beside HTTP.
-
-Issue 39's target: with the same default settings, neither a RabbitMQ destination nor a Redis
-stream is slower than HTTP to a fast receiver. Six rounds (``ROUNDS``), each on a fresh stack with the
-default settings, post the same number of events to ONE endpoint of their kind with the workers stopped,
-then start the workers and measure the sustained delivery rate from the arrival times, as the other
-steps do. ``http`` is the run's receiver; ``rabbitmq`` an exchange bound to one queue on the machine's broker,
-in a vhost and with a user of the step's own (``AmqpSink``), a consumer thread recording each message's time;
-``redis`` a stream of its own (``StreamSink``), whose entries' ids are the times Redis added them.
+"""Step ``destinations`` (issue 39, ``bench/README.md``): deliveries/s to a RabbitMQ destination and to a Redis
+stream beside HTTP, in interleaved rounds (``ROUNDS``) on fresh stacks, pre-loaded and delivered as the other
+steps do. Arrival times: the receiver's record (``http``), a consumer thread's clock per message (``AmqpSink``),
+the ids Redis gave the stream's entries (``StreamSink``).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -23,11 +19,11 @@ from urllib.parse import quote
 import redis
 
 from bench.kit.markdown import Add, heading, n
-from bench.kit.procs import Deadline, log
+from bench.kit.procs import CLEANUP, Deadline, log
 from bench.kit.stack import running
 from bench.kit.stats import WARMUP, mean_of_rounds, steady_rate
 from bench.kit.step import Context, Results, Step, guarded
-from tests.delivery.destination_helpers import own_vhost
+from tests.delivery.destination_helpers import delete_vhosts, own_vhost
 
 #: The rounds, in the order they run.
 ROUNDS = ("http", "rabbitmq", "redis") * 2
@@ -37,6 +33,9 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 
 #: The RabbitMQ destination's exchange and routing key (``own_vhost`` binds them to its queue ``received``).
 EXCHANGE, ROUTING_KEY = "bench", "bench.events"
+
+#: What the names of this run's vhosts (and users) and streams start with.
+PREFIX = f"bench-destinations-{os.getpid()}"
 
 
 @dataclass
@@ -88,8 +87,12 @@ class AmqpSink:
 class StreamSink:
     """A Redis stream of the step's own: counted with XLEN, arrival times from its entries' ids."""
 
-    stream: str = field(default_factory=lambda: f"bench-destinations-{uuid.uuid4().hex[:10]}")
+    stream: str = field(default_factory=lambda: f"{PREFIX}-{uuid.uuid4().hex[:10]}")
     client: redis.Redis = field(default_factory=lambda: redis.Redis.from_url(REDIS_URL))
+
+    def __post_init__(self) -> None:
+        stream = self.stream  # deleted at exit too: a signal ends the run without ``close()``
+        CLEANUP.add(f"delete the stream {stream}", lambda: redis.Redis.from_url(REDIS_URL).delete(stream))
 
     @property
     def url(self) -> str:
@@ -122,7 +125,7 @@ def _destination(kind: str, context: Context, path: str) -> Iterator[tuple[str, 
     if kind == "http":
         yield context.receiver.url(path), context.receiver
         return
-    with own_vhost(EXCHANGE, ROUTING_KEY, "bench-destinations") if kind == "rabbitmq" else nullcontext() as vhost:
+    with own_vhost(EXCHANGE, ROUTING_KEY, PREFIX) if kind == "rabbitmq" else nullcontext() as vhost:
         sink: AmqpSink | StreamSink = AmqpSink(vhost) if kind == "rabbitmq" else StreamSink()
         try:
             yield sink.url, sink
@@ -156,6 +159,8 @@ def _round(context: Context, index: int, kind: str, deadline: Deadline) -> dict[
 
 
 def destinations(context: Context, deadline: Deadline) -> Results:
+    # A signal ends the run without ``own_vhost``'s ``finally``: the run's cleanup removes what a round left.
+    CLEANUP.add(f"delete the vhosts and users {PREFIX}-*", lambda: delete_vhosts(PREFIX))
     rounds = [guarded(f"destinations: round {index + 1}, {kind}",
                       lambda d, i=index, k=kind: _round(context, i, k, d), deadline.left() / (len(ROUNDS) - index))
               for index, kind in enumerate(ROUNDS)]

@@ -48,14 +48,25 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def rabbitmqctl(*args: str, check: bool = True) -> str:
+    return subprocess.run(["rabbitmqctl", "-q", *args], check=check, capture_output=True, text=True, timeout=60).stdout
+
+
+def delete_vhosts(prefix: str) -> None:
+    """Delete every vhost whose name starts with ``prefix`` and the user of its name (``own_vhost``'s): what a
+    process that ended inside ``own_vhost`` without running its ``finally`` (a signal's handler) left behind."""
+    for name in rabbitmqctl("list_vhosts", "name", check=False).split():
+        if name.startswith(prefix):
+            rabbitmqctl("delete_user", name, check=False)
+            rabbitmqctl("delete_vhost", name, check=False)
+
+
 @contextmanager
 def own_vhost(exchange: str, routing_key: str, prefix: str = "webhooks-test") -> Iterator[SimpleNamespace]:
-    """A vhost and a user of its name on the machine's broker (``rabbitmqctl``; both deleted afterwards), with
-    ``exchange`` bound to the queue ``received`` by ``routing_key``: ``vhost``, ``user``, ``password``, ``connect()``."""
+    """A vhost and a user of its name, ``<prefix>-<12 hex digits>``, on the machine's broker (``rabbitmqctl``;
+    both deleted afterwards), with ``exchange`` bound to the queue ``received`` by ``routing_key``: ``vhost``,
+    ``user``, ``password``, ``connect()``."""
     name, password = f"{prefix}-{uuid.uuid4().hex[:12]}", uuid.uuid4().hex
-
-    def rabbitmqctl(*args: str, check: bool = True) -> None:
-        subprocess.run(["rabbitmqctl", "-q", *args], check=check, capture_output=True, timeout=60)
 
     def connect() -> pika.BlockingConnection:
         return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", 5672, name,
