@@ -112,9 +112,6 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-# -- the targets -----------------------------------------------------------------------------------
-
-
 def _engine_targets(r: dict[str, Any], add: Add) -> None:
     add("### Targets of issue 10 (delivery engine)")
     add("")
@@ -272,9 +269,6 @@ def ladder_row(r: dict[str, Any]) -> str:
     within = sum(t["within_1s"] for t in tiers)
     return (f"| every ladder retry within 1 s of schedule | {within}/{total} within 1 s; latest {n(worst, 3)} s "
             f"late, earliest {n(early, 3)} s | {verdict(total > 0 and within == total)} |")
-
-
-# -- what was not measured -------------------------------------------------------------------------
 
 
 def _problems(r: dict[str, Any], add: Add) -> None:

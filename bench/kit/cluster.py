@@ -121,8 +121,6 @@ class Cluster:
         ]
         self.bin = rabbitmq_bin()
 
-    # -- the AMQP side -----------------------------------------------------------------------
-
     @property
     def amqp_url(self) -> str:
         """``AMQP_URL`` for the service: every node, comma-separated."""
@@ -135,8 +133,6 @@ class Cluster:
 
     def node_named(self, name: str) -> Node:
         return next(node for node in self.nodes if node.name == name)
-
-    # -- environment -------------------------------------------------------------------------
 
     def _env(self, node: Node) -> dict[str, str]:
         """The environment of this node's server and of CLI commands aimed at the cluster."""
@@ -186,8 +182,6 @@ class Cluster:
                       else [f"{{dead_letter_worker_publisher_confirm_timeout, {self.dlx_confirm_timeout_ms}}}"])
             (node.home / "advanced.config").write_text(f"[{{rabbit, [{', '.join(rabbit)}]}}].\n")
             (node.home / "enabled_plugins").write_text("[].\n")
-
-    # -- commands ----------------------------------------------------------------------------
 
     def ctl(self, node: Node, *args: str, timeout: float = 120.0, tool: str = "rabbitmqctl") -> str:
         """Run a RabbitMQ CLI command against ``node``; raise with its output if it fails."""

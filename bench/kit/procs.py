@@ -60,9 +60,6 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-# -- processes -----------------------------------------------------------------------------------
-
-
 @dataclass
 class Child:
     name: str
@@ -199,9 +196,6 @@ def install_exit_handlers() -> None:
     signal.signal(signal.SIGTERM, on_signal)
 
 
-# -- ports ---------------------------------------------------------------------------------------
-
-
 def check_alive(children: Iterable[Child | None]) -> None:
     """Raise, with the end of its log, if one of ``children`` exited."""
     for child in children:
@@ -222,9 +216,6 @@ def wait_port(port: int, deadline: Deadline, child: Child | None = None) -> None
         check_alive([child])
         deadline.check()
         time.sleep(0.1)
-
-
-# -- memory --------------------------------------------------------------------------------------
 
 
 class Sampler:

@@ -53,9 +53,6 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {PORT_RANGE}")
 
 
-# -- PostgreSQL ----------------------------------------------------------------------------------
-
-
 def pg_admin(sql: str) -> None:
     """Run one statement on the ``postgres`` database outside a transaction (CREATE/DROP DATABASE)."""
     with closing(psycopg2.connect(PG_ADMIN)) as connection:
@@ -98,9 +95,6 @@ def postgres_version() -> str:
         return admin.value("SHOW server_version")
 
 
-# -- RabbitMQ ------------------------------------------------------------------------------------
-
-
 def amqp_connection(url: str = AMQP_URL) -> pika.BlockingConnection:
     """A connection to the broker of ``url`` (``AMQP_URL``'s comma-separated nodes: the first that answers)."""
     return pika.BlockingConnection([pika.URLParameters(node) for node in url.split(",")])
@@ -141,9 +135,6 @@ def delete_broker_objects(prefix: str, queues: Iterable[str] = (), exchanges: It
                     channel.close()
                 except pika.exceptions.ChannelClosedByBroker:
                     pass
-
-
-# -- the machine ---------------------------------------------------------------------------------
 
 
 def machine_line() -> str:

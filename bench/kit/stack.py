@@ -140,8 +140,6 @@ class ServiceStack:
         self.http = httpx.Client(base_url=self.base_url, timeout=30.0, trust_env=False)
         self._sql: Sql | None = None
 
-    # -- processes ---------------------------------------------------------------------------
-
     def _run(self, *argv: str, timeout: float = 120.0) -> str:
         out = subprocess.run([PYTHON, *argv], cwd=ROOT, env={**os.environ, **self.env}, capture_output=True,
                              text=True, timeout=timeout)
@@ -200,8 +198,6 @@ class ServiceStack:
         if self._sql is not None:
             self._sql.close()
             self._sql = None
-
-    # -- API ---------------------------------------------------------------------------------
 
     def flask(self, *argv: str) -> str:
         """Run ``flask --app app <argv>`` on this stack's settings; its output."""
@@ -374,8 +370,6 @@ class ServiceStack:
         """Messages waiting in the queues the workers consume: the primary queue and the bulk queue, where a
         tenant far over its share of new deliveries (a pre-loaded step's) has the rest of them published."""
         return sum(services.queue_depth(f"{self.prefix}.{queue}") for queue in ("deliver", "bulk"))
-
-    # -- ingestion alone (``bench/steps/ingest.py``) -------------------------------------------
 
     def web_worker_pids(self) -> list[int]:
         """The gunicorn worker processes (children of the web process)."""
