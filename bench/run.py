@@ -1,12 +1,7 @@
 #!/usr/bin/env python3
-"""The benchmark's one entry point: every step on this machine, its figures in ``bench/RESULTS.md``.
-
-``python bench/run.py [--quick] [--only STEP,STEP] [--from-json PATH] [options]`` makes its own virtualenv
-``bench/.venv`` (``bench/requirements.txt`` plus the service's ``requirements.txt``), re-runs itself from
-there, starts one receiver process for every step and runs ``bench.steps.STEPS``, each under a time limit.
-``python bench/run.py MODE [options]`` runs one of ``MODES`` instead, in this interpreter. What each does,
-and how to add a step: ``bench/README.md``.
-"""
+"""The benchmark's one entry point: ``python bench/run.py [options]`` runs ``bench.steps.STEPS`` in ``bench/.venv``
+and writes their figures into ``bench/RESULTS.md``; ``python bench/run.py MODE`` runs one of ``MODES`` in this
+interpreter (``bench/README.md``)."""
 
 from __future__ import annotations
 
@@ -93,10 +88,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Run the benchmark's steps and rewrite bench/RESULTS.md; "
                                      f"or `bench/run.py MODE --help`, MODE one of {', '.join(MODES)}.")
     parser.add_argument("--quick", action="store_true", help="small numbers: the whole run in a few minutes")
-    parser.add_argument("--events", type=int, help="events per throughput contender (default 20000; --quick 3000)")
+    parser.add_argument("--events", type=int, help="events per throughput contender (default 20000; --quick 3000); "
+                                                   "step retention: events seeded (default 250000)")
     parser.add_argument("--backlog", type=int, help="deliveries in the backlog scenario (default 100000; --quick 5000)")
-    parser.add_argument("--backlog-timeout", type=float,
-                        help="seconds allowed for the backlog to drain (default 7200; --quick 420)")
     parser.add_argument("--release-rate", type=float, default=20.0,
                         help="the service's RELEASE_RATE in the backlog scenario (default 20, the service's own "
                              "default: it paces the drain)")

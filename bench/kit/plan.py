@@ -63,7 +63,7 @@ class Plan:
             ladder="2s,10s,30s", ladder_first=150 if quick else 1000, ladder_second=150 if quick else 1000,
             ladder_second_seconds=20.0,
             backlog=args.backlog or (5000 if quick else 100_000),
-            backlog_timeout=args.backlog_timeout or (420.0 if quick else 7200.0),
+            backlog_timeout=420.0 if quick else 7200.0,
             release_rate=args.release_rate,
             receiver_seconds=5 if quick else 10,
             slow_ms=200, slow_endpoints=50,

@@ -12,7 +12,6 @@ published.
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from contextlib import ExitStack
@@ -29,8 +28,9 @@ from bench.kit.step import Context, Results, Step
 TYPES = 100
 FILTERS = 100
 
-#: Events per request.
+#: Events per request; rounds (each side runs once a round) and events per run, full and ``--quick``.
 BATCH = 100
+ROUNDS, QUICK_ROUNDS, COUNT, QUICK_COUNT = 5, 2, 30_000, 5_000
 
 #: The issue's bound on the loss.
 MAX_LOSS = 0.10
@@ -115,9 +115,7 @@ def _prepare(stack: ServiceStack, with_catalog: bool, fields_of: Any) -> str:
 
 
 def catalog(context: Context, deadline: Deadline) -> Results:
-    args, quick = context.args, context.plan.quick
-    rounds = args.catalog_rounds or (2 if quick else 5)
-    count = args.catalog_count or (5_000 if quick else 30_000)
+    rounds, count = (QUICK_ROUNDS, QUICK_COUNT) if context.plan.quick else (ROUNDS, COUNT)
     body = batch_request(TYPE_NAMES[:BATCH])
     # 101 endpoints: one over the default MAX_ENDPOINTS_PER_TENANT (100).
     env = {"INGEST_RATE_LIMIT": RATE_LIMIT, "MAX_ENDPOINTS_PER_TENANT": "0"}
@@ -147,12 +145,6 @@ def catalog(context: Context, deadline: Deadline) -> Results:
             "checks": checks, "service_overrides": env}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("step catalog")
-    group.add_argument("--catalog-rounds", type=int, help="baseline/catalog pairs of runs (default 5; --quick 2)")
-    group.add_argument("--catalog-count", type=int, help="events per run (default 30,000; --quick 5,000)")
-
-
 def section(r: dict[str, Any], add: Add) -> None:
     step = r.get("catalog")
     if not heading(add, "Ingestion with 100 schemas and 100 filters (`bench/steps/catalog.py`)", step):
@@ -178,4 +170,4 @@ def section(r: dict[str, Any], add: Add) -> None:
 
 
 STEP = Step("catalog", "ingestion with schemas and filters", catalog, lambda context: 600 * context.budget,
-            (section,), full_run=False, add_arguments=add_arguments)
+            (section,), full_run=False)

@@ -6,13 +6,11 @@ with 2 workers as the Procfile runs it): one tenant, one endpoint, ~1 KB events 
 part of the stack spent per event; the background publishing of their deliveries runs
 meanwhile on the same cores, and how long after the last answer it had published everything
 is reported beside them. Afterwards every accepted event must have its deliveries, all
-published, and no ``seq`` may be missing. Its options (``--ingest-batch`` and the rest: ``--help``) are for
-a run of it alone (``--only ingest``).
+published, and no ``seq`` may be missing.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 from pathlib import Path
@@ -51,26 +49,16 @@ def _half(batch: int, count: int, repeat: int, deadline: Deadline) -> dict[str, 
 
 
 def ingest(context: Context, deadline: Deadline) -> Results:
-    """Single events, then batches of ``BATCH`` (or only what ``--ingest-batch`` names); each half on a fresh stack."""
-    args, quick = context.args, context.plan.quick
-    repeat = args.ingest_repeat or (1 if quick else 3)
-    halves = [("single", 0), ("batch", BATCH)] if args.ingest_batch is None else \
-        [("single" if args.ingest_batch == 0 else "batch", args.ingest_batch)]
+    """Single events, then batches of ``BATCH``; each half on a fresh stack."""
+    quick = context.plan.quick
+    repeat = 1 if quick else 3
     results: Results = {}
-    for key, batch in halves:
-        count = args.ingest_count or ((20_000 if quick else 100_000) if batch else (2_000 if quick else 10_000))
+    for key, batch in (("single", 0), ("batch", BATCH)):
+        count = (20_000 if quick else 100_000) if batch else (2_000 if quick else 10_000)
         results[key] = _half(batch, count, repeat, deadline)
         what = f"batches of {batch}" if batch else "single events"
         log(f"   {what}: {results[key]['rate_median']:,.0f} events/s (median of {repeat})")
     return results
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("step ingest")
-    group.add_argument("--ingest-batch", type=int, help="measure only requests of this many events (0: single events)")
-    group.add_argument("--ingest-count", type=int,
-                       help="events per measured run (default 10,000 single, 100,000 in batches)")
-    group.add_argument("--ingest-repeat", type=int, help="measured runs of each half (default 3; --quick 1)")
 
 
 def machine_busy_seconds() -> float:
@@ -136,7 +124,7 @@ def section(r: dict[str, Any], add: Add) -> None:
     add("|---|---|---|---|---|---|---|")
     for key, target in (("single", SINGLE_TARGET), ("batch", BATCH_TARGET)):
         half = step.get(key)
-        if half is None:  # --ingest-batch measured the other half only
+        if half is None:  # a run that measured the other half only
             continue
         label = f"`POST /v1/events/batch`, {half['batch']} events each" if half["batch"] else "`POST /v1/events`"
         cpu = half["runs"][len(half["runs"]) // 2]["cpu_ms_per_event"]
@@ -152,5 +140,4 @@ def section(r: dict[str, Any], add: Add) -> None:
     add("")
 
 
-STEP = Step("ingest", "ingestion", ingest, lambda context: 900 * context.budget, (section,),
-            add_arguments=add_arguments)
+STEP = Step("ingest", "ingestion", ingest, lambda context: 900 * context.budget, (section,))

@@ -1,16 +1,13 @@
 """Step ``portal`` (only with ``--only portal``): how fast the customer portal's pages answer for a
 tenant with a long history, on a fresh PostgreSQL database.
 
-Seeds (``bench.kit.seed``) events spread over the last days for one tenant and one endpoint (100,000 over
-10 days, 10 attempts each, by default: ``--help``), every 50th delivery failed; then opens a portal session
-and requests each page (``pages``) through the app in this process (the Flask test client: the time is the
-app's and the database's, no network), reporting p50, p95 and the slowest. Target: p95 under 100 ms for
-every page.
+Seeds (``bench.kit.seed``) ``EVENTS`` events over ``DAYS`` days for one tenant and one endpoint, every 50th
+delivery failed; then opens a portal session and requests each page (``pages``) through the app in this
+process (the Flask test client: the time is the app's and the database's, no network).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import time
@@ -33,6 +30,10 @@ TARGET_P95_MS = 100.0
 
 #: Event types the seeded events take in turn.
 EVENT_TYPES = ("order.created", "order.paid", "invoice.paid", "refund.made")
+
+#: Seeded events (``--quick``: ``QUICK_EVENTS``) with their attempts each, over that many days to now; requests
+#: measured per page.
+EVENTS, QUICK_EVENTS, ATTEMPTS, DAYS, REQUESTS = 100_000, 5_000, 10, 10.0, 40
 
 
 def pages(endpoint_id: str, event_id: str) -> dict[str, str]:
@@ -63,12 +64,11 @@ def measure(client: Any, path: str, requests: int, deadline: Deadline) -> dict[s
 
 
 def portal(context: Context, deadline: Deadline) -> Results:
-    args = context.args
-    events = args.portal_events or (5_000 if context.plan.quick else 100_000)
+    events = QUICK_EVENTS if context.plan.quick else EVENTS
     with in_process("portal") as service:
         database = db.database
-        span = timedelta(days=args.portal_days)
-        seeded_in = seed(database, service.tenant["id"], service.endpoint, events, args.portal_attempts, age=span,
+        span = timedelta(days=DAYS)
+        seeded_in = seed(database, service.tenant["id"], service.endpoint, events, ATTEMPTS, age=span,
                          spacing=span / events, body_bytes=200, event_types=EVENT_TYPES)
         database.execute_sql("UPDATE delivery SET status = 'failed' WHERE right(id, 2) IN ('00', '50')")
         database.execute_sql("VACUUM ANALYZE delivery")
@@ -81,26 +81,18 @@ def portal(context: Context, deadline: Deadline) -> Results:
             link = access.create_link(Tenant.get_by_id(service.tenant["id"]), None)
         client = service.client
         assert client.get(urlsplit(link.url).path).status_code == 303
-        figures = {page: measure(client, path, args.portal_requests, deadline)
+        figures = {page: measure(client, path, REQUESTS, deadline)
                    for page, path in pages(service.endpoint, newest).items()}
     for page, figure in figures.items():
         print(f"{page}: {figure}", flush=True)
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
-        "seeded": {**counts, "days": args.portal_days, "seconds": round(seeded_in, 1), "database": size},
-        "requests_per_page": args.portal_requests,
+        "seeded": {**counts, "days": DAYS, "seconds": round(seeded_in, 1), "database": size},
+        "requests_per_page": REQUESTS,
         "pages": figures,
         "target_met": all(figure["p95_ms"] < TARGET_P95_MS for figure in figures.values()),
     }
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("step portal")
-    group.add_argument("--portal-events", type=int, default=0, help="seeded events (default 100,000; 5,000 --quick)")
-    group.add_argument("--portal-attempts", type=int, default=10, help="attempts per seeded event")
-    group.add_argument("--portal-days", type=float, default=10.0, help="the seeded events span this many days to now")
-    group.add_argument("--portal-requests", type=int, default=40, help="measured requests per page")
 
 
 def section(r: dict[str, Any], add: Add) -> None:
@@ -121,4 +113,4 @@ def section(r: dict[str, Any], add: Add) -> None:
 
 
 STEP = Step("portal", "portal pages with a long history", portal, lambda context: 1800 * context.budget, (section,),
-            full_run=False, add_arguments=add_arguments)
+            full_run=False)

@@ -1,24 +1,16 @@
 """Step ``retention`` (only with ``--only retention``): the retention purge of 1,000,000 attempts while events
 are ingested, on a fresh PostgreSQL database.
 
-Seeds (``bench.kit.seed``) ``--events`` events created 40 days ago (250,000 by default; one delivered
-delivery each, ``--attempts-per-event`` attempts with a 1 KB response body: 1,000,000 attempts) for one
-tenant with one endpoint. Then it ingests events through the app in this process (``POST /v1/events``,
-deliveries published to RabbitMQ) at a steady ``--retention-rate`` per second, and runs the clock
-(``python -m webhooks.clock``, the real process, every job):
-
-1. *baseline*: ``--retention-baseline`` seconds with the clock running and ``RETENTION_DAYS=3650``
-   (nothing to purge);
-2. *purge*: the clock restarted with ``RETENTION_DAYS=30``; ingestion goes on until every
-   seeded event is gone (watched with ``min(created_at)`` on the purge's own index).
-
-Its figures: the purge's duration and rate, and the ingest latency (p50, p99, max) of each
-phase; then it checks that every seeded row is gone and every ingested event kept.
+Seeds (``bench.kit.seed``) ``--events`` events created 40 days ago (default 250,000, ``ATTEMPTS_PER_EVENT``
+attempts each) for one tenant, ingests events through the app in this process at a steady ``RATE``, and runs
+the real clock process: ``BASELINE_SECONDS`` with nothing to purge (``RETENTION_DAYS=3650``), then with
+``RETENTION_DAYS=30`` until every seeded event is gone (``min(created_at)``, on the purge's own index). Figures:
+the purge's duration and rate, the ingest latency of each phase; checks: every seeded row gone, every
+ingested event kept.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -38,6 +30,10 @@ from webhooks.storage.models import Attempt, Delivery, Event
 
 #: How old the seeded events are (past the 30-day default).
 SEED_AGE = timedelta(days=40)
+
+#: Attempts per seeded event; events ingested per second; seconds of ingestion without the purge; seconds
+#: the purge may take.
+ATTEMPTS_PER_EVENT, RATE, BASELINE_SECONDS, TIMEOUT = 4, 100.0, 60.0, 1800.0
 
 
 class Ingest:
@@ -88,13 +84,12 @@ def purged(cutoff: datetime) -> bool:
 
 def retention(context: Context, deadline: Deadline) -> Results:
     """Seed old rows, ingest at a steady rate, run the clock without and then with the purge."""
-    args = context.args
-    events = args.events or 250_000
+    events = context.args.events or 250_000
     ingest: Ingest | None = None
     with in_process("retention", queues=True) as service:
         stack = service.stack
         try:
-            seeded_in = seed(db.database, service.tenant["id"], service.endpoint, events, args.attempts_per_event,
+            seeded_in = seed(db.database, service.tenant["id"], service.endpoint, events, ATTEMPTS_PER_EVENT,
                              age=SEED_AGE)
             attempts = Attempt.select().count()
             size = db.database.execute_sql("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
@@ -102,21 +97,21 @@ def retention(context: Context, deadline: Deadline) -> Results:
                   f"in {seeded_in:.1f}s (database {size})", flush=True)
             db.database.close()
 
-            ingest = Ingest(service.client, service.tenant["api_key"], args.retention_rate)
+            ingest = Ingest(service.client, service.tenant["api_key"], RATE)
             ingest.thread.start()
             clock = stack.start_clock({"RETENTION_DAYS": "3650"})
             log_from = clock.log_path.stat().st_size  # the clock's log, from this run on
             time.sleep(5)
             ingest.phase = "baseline"
-            time.sleep(args.retention_baseline)
+            time.sleep(BASELINE_SECONDS)
             PROCS.stop(clock, grace=60.0)
 
             cutoff = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=30)
             ingest.phase = "purge"
             clock = stack.start_clock({"RETENTION_DAYS": "30"})
-            purge = Deadline(args.retention_timeout, "the purge")
+            purge = Deadline(TIMEOUT, "the purge")
             purge.wait(lambda: purged(cutoff), 0.5)
-            purge_seconds = args.retention_timeout - purge.left()
+            purge_seconds = TIMEOUT - purge.left()
             ingest.phase = "after"
             time.sleep(10)
             ingest.stop.set()
@@ -133,7 +128,7 @@ def retention(context: Context, deadline: Deadline) -> Results:
         finally:
             if ingest is not None:
                 ingest.stop.set()
-    purged_rows = events * (2 + args.attempts_per_event)
+    purged_rows = events * (2 + ATTEMPTS_PER_EVENT)
     result = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
@@ -141,7 +136,7 @@ def retention(context: Context, deadline: Deadline) -> Results:
         "purge": {"seconds": round(purge_seconds, 1), "clock_passes": passes,
                   "first_to_last_pass_s": round(first_to_last, 1), "events_per_s": round(events / purge_seconds),
                   "attempts_per_s": round(attempts / purge_seconds), "rows_per_s": round(purged_rows / purge_seconds)},
-        "ingest_rate": args.retention_rate,
+        "ingest_rate": RATE,
         "ingest": {phase: summary(values) for phase, values in ingest.latencies.items() if phase != "warmup"},
         "ingest_errors": ingest.errors,
         "left_after_purge": left,
@@ -150,15 +145,6 @@ def retention(context: Context, deadline: Deadline) -> Results:
     }
     result["checks_passed"] = not any(left.values()) and kept == len(ingest.ids) and not ingest.errors
     return result
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("step retention (--events: seeded events, default 250,000)")
-    group.add_argument("--attempts-per-event", type=int, default=4)
-    group.add_argument("--retention-rate", type=float, default=100.0, help="events ingested per second")
-    group.add_argument("--retention-baseline", type=float, default=60.0,
-                       help="seconds of ingestion without the purge")
-    group.add_argument("--retention-timeout", type=float, default=1800.0, help="give up on the purge after this long")
 
 
 def section(r: dict[str, Any], add: Add) -> None:
@@ -173,5 +159,4 @@ def section(r: dict[str, Any], add: Add) -> None:
 
 
 STEP = Step("retention", "retention purge during ingestion", retention,
-            lambda context: context.args.retention_timeout + context.args.retention_baseline + 3600, (section,),
-            full_run=False, add_arguments=add_arguments)
+            lambda context: TIMEOUT + BASELINE_SECONDS + 3600, (section,), full_run=False)
