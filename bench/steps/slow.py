@@ -1,18 +1,9 @@
-"""Steps ``fanout``, ``slow``, ``climb`` and ``inflight``: the service against slow receivers (issue 10).
+"""Steps ``fanout``, ``slow``, ``climb`` and ``inflight``: the service against slow receivers (issue 10; what each
+sends where: its function's docstring; its targets: the constants below).
 
-- ``fanout``: 50 endpoints that answer after 200 ms, ONE worker process (target ≥ 900/s);
-- ``slow``: one endpoint that answers after 200 ms (target ≥ 150/s);
-- ``climb``: one endpoint whose latency climbs from 20 ms to 2 s once more than 50 calls
-  are in flight: its concurrency (at the receiver, and the engine's window from
-  ``GET /v1/endpoints/<id>`` when it reports one) and latency over time, as a PNG;
-- ``inflight``: 10,000 deliveries in flight to endpoints that take 5 s, one worker
-  process: its RSS over time (target < 400 MB and flat), and how many the receiver
-  really had in flight.
-
-Each step has a stack of its own (``ServiceStack``) with the service's DEFAULT settings,
-pre-loads its deliveries through the API with the workers stopped, then starts the
-workers and stops them when everything arrived or the step's time is up. Latency and
-concurrency come from the receiver's per-request record (``bench/kit/receiver.py``).
+Each has a stack of its own with the service's DEFAULT settings, pre-loads its deliveries through the API with
+the workers stopped, then starts the workers and stops them when everything arrived or its time is up. Latency
+and concurrency come from the receiver's per-request record (``bench/kit/receiver.py``).
 """
 
 from __future__ import annotations
@@ -72,15 +63,15 @@ def _pre_load_and_deliver(stack: ServiceStack, receiver: Receiver, tenant: Tenan
 
 
 def _to_slow_endpoints(stack: ServiceStack, receiver: Receiver, name: str, answer_ms: int, endpoints: int,
-                       deliveries: int, seconds: float,
-                       deadline: Deadline) -> tuple[dict[str, Any], DeliveryRun, list[Call]]:
+                       deliveries: int, seconds: float, deadline: Deadline,
+                       processes: int = 1) -> tuple[dict[str, Any], DeliveryRun, list[Call]]:
     """About ``deliveries`` to a tenant's ``endpoints`` endpoints that answer after ``answer_ms`` (each event to
-    every one), delivered by one worker process."""
+    every one), delivered by ``processes`` worker processes."""
     tenant = stack.tenant(name)
     prefix = f"/slow/{answer_ms}/{name}/"
     for i in range(endpoints):
         stack.endpoint(tenant, receiver.url(f"{prefix}e{i}"))
-    return _pre_load_and_deliver(stack, receiver, tenant, prefix, endpoints, deliveries, 1, seconds, deadline)
+    return _pre_load_and_deliver(stack, receiver, tenant, prefix, endpoints, deliveries, processes, seconds, deadline)
 
 
 def fanout(context: Context, deadline: Deadline) -> Results:
@@ -97,16 +88,14 @@ def slow(context: Context, deadline: Deadline) -> Results:
     """One endpoint that answers after 200 ms; one worker process per core."""
     receiver, plan = context.receiver, context.plan
     with running("slow") as stack:
-        tenant = stack.tenant("slow")
-        prefix = f"/slow/{plan.slow_ms}/one"
-        stack.endpoint(tenant, receiver.url(prefix))
-        figures, _, _ = _pre_load_and_deliver(stack, receiver, tenant, prefix, 1, plan.slow_deliveries,
-                                              plan.processes, plan.slow_seconds, deadline)
+        figures, _, _ = _to_slow_endpoints(stack, receiver, "slow", plan.slow_ms, 1, plan.slow_deliveries,
+                                           plan.slow_seconds, deadline, plan.processes)
         return {"answer_ms": plan.slow_ms, **figures, "service_overrides": stack.overrides}
 
 
 def climb(context: Context, deadline: Deadline) -> Results:
-    """One endpoint: 20 ms while at most 50 calls are in flight, climbing to 2 s at 100; a deep backlog."""
+    """One endpoint: 20 ms while at most 50 calls are in flight, climbing to 2 s at 100; a deep backlog. Its calls in
+    flight at the receiver, the engine's window for it and the latency over time, as a PNG."""
     receiver, plan = context.receiver, context.plan
     with running("climb") as stack:
         tenant = stack.tenant("climb")

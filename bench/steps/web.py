@@ -1,22 +1,17 @@
-"""Steps ``slow_clients`` and ``admission``: the web process under hostile and eager clients (issue 36).
+"""Steps ``slow_clients`` and ``admission``: the web process (the Procfile's gunicorn, default settings, no
+delivery worker) under hostile and eager clients (issue 36).
 
-- ``slow_clients``: gunicorn as the Procfile runs it (2 processes of 8 threads, default
-  settings, no delivery worker); another client posts single events at ``PROBE_RATE`` per
-  second (``bench/kit/loadgen.py paced``) while 200 connections send a request a header
-  line, or a body byte, every half second (``tests/slow_clients.py``), and once without
-  them. Figures: that client's latency until its ``202`` (target: p99 < 100 ms with 200
-  slow connections), and whether the slow connections were all still open.
-- ``admission``: one tenant alone, with the default settings, sending as fast as it is
-  answered over 8 connections (2 load processes of 4), single events then batches of 100,
-  retrying a ``429`` after its ``Retry-After`` as a polite client does; and 16 connections
-  of single events, counting the ``429`` answers. Target: no refusals, and the polite
-  sender gets what an impolite one got before (about 720 single and 8,300 batched events/s
-  on the machine of issue 36; the polite one got 490 and 5,160 there).
+- ``slow_clients``: another client's latency until its ``202`` (``loadgen paced``) while ``SLOW_CONNECTIONS``
+  send a request a header line, or a body byte, at a time (``tests/slow_clients.py``), and without them.
+- ``admission``: one tenant alone sending as fast as it is answered, a ``429`` sent again after its
+  ``Retry-After``. Target: no refusals, and the polite sender gets what an impolite one got before (about 720
+  single and 8,300 batched events/s on the machine of issue 36; the polite one got 490 and 5,160 there).
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from typing import Any
 
 from bench.kit.markdown import Add, heading, n, verdict
@@ -55,20 +50,15 @@ def slow_clients(context: Context, deadline: Deadline) -> Results:
 
 
 def _phase(stack: ServiceStack, tenant: Tenant, kind: str | None, seconds: float) -> dict[str, Any]:
-    slow = SlowClients("127.0.0.1", stack.port, SLOW_CONNECTIONS, kind, SLOW_INTERVAL, tenant.api_key) if kind else None
-    if slow is not None:
-        slow.start()
-        time.sleep(2 * SLOW_INTERVAL)  # each has sent a few pieces: every one is "in a request"
-    try:
+    with SlowClients("127.0.0.1", stack.port, SLOW_CONNECTIONS, kind, SLOW_INTERVAL, tenant.api_key) if kind \
+            else nullcontext() as slow:
+        time.sleep(2 * SLOW_INTERVAL if kind else 0)  # each has sent a few pieces: every one is "in a request"
         sender = stack.start_paced(tenant, int(seconds * PROBE_RATE), PROBE_RATE)
         finished_by = time.monotonic() + seconds + 30  # every request started, and answered or timed out
         while sender.child.alive() and time.monotonic() < finished_by:
             time.sleep(0.2)
         rows = sender.results()
-        still_open = slow.open() if slow is not None else 0
-    finally:
-        if slow is not None:
-            slow.close()
+        still_open = slow.open() if kind else 0
     latencies = [(row["end"] - row["start"]) * 1000 for row in rows if row["status"] == 202]
     figures = {"requests": len(rows), "accepted": len(latencies), "p50_ms": percentile(latencies, 50),
                "p99_ms": percentile(latencies, 99), "max_ms": max(latencies, default=float("nan")),
