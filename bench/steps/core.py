@@ -1,11 +1,7 @@
 """Step ``core`` (only with ``--only core``): one worker process's delivery rate and CPU per attempt, and the
-gaps between retries.
-
-Events are stored and published in this process through the same code as ``POST /v1/events``
-(no HTTP), one worker process delivers them to a fast receiver in this process, and the
-arrivals after the first 10 % give deliveries per second (every attempt logged). Then 5 events
-to an endpoint that fails twice (``tests/receivers.py``'s receiver, ladder ``1s,2s``) give the
-gaps between retries. Its options (``--events``, ``--database``, ``--failing``): ``--help``.
+gaps between retries. Events are stored and published in this process through the same code as
+``POST /v1/events`` (no HTTP) and delivered to a fast receiver in this process, every attempt logged; then 5
+events to an endpoint that fails twice (ladder ``1s,2s``) give the gaps between retries.
 """
 
 from __future__ import annotations

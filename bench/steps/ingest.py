@@ -1,12 +1,8 @@
-"""Step ``ingest``: single events and batches of 100 through gunicorn, no delivery worker.
-
-Each half runs on a stack of its own (a fresh PostgreSQL database and queue prefix, gunicorn
-with 2 workers as the Procfile runs it): one tenant, one endpoint, ~1 KB events from
-``bench/kit/loadgen.py``. The figures are events answered 202 per second, with the CPU each
-part of the stack spent per event; the background publishing of their deliveries runs
-meanwhile on the same cores, and how long after the last answer it had published everything
-is reported beside them. Afterwards every accepted event must have its deliveries, all
-published, and no ``seq`` may be missing.
+"""Step ``ingest``: single events and batches of 100 through gunicorn (2 workers, as the Procfile runs it), no
+delivery worker, each half on a fresh stack. Figures: events answered 202 per second and the CPU each part of the
+stack spent per event, while their deliveries are published in the background on the same cores (how long after
+the last answer all were: beside them). Afterwards every accepted event must have its deliveries, all published,
+and no ``seq`` may be missing.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Step ``peers``: the floors (a minimal pika consumer, on a quorum and on a classic queue; an asyncio
-one), dramatiq and Celery deliver the same pre-loaded messages to the same receiver; and the report's
-throughput table, which puts this service's rate (step ``service``) beside theirs.
-
-Every contender gets the same ~1 KB payload, the same number of messages, ``os.cpu_count()``
-worker processes and its own queues (``bench_<contender>_<pid>``): the thread-pool contenders
-run ``THREADS`` threads per process, the async floor ``ASYNC_PREFETCH`` messages in flight.
-"""
+"""Step ``peers``: the floors (``bench/peers/``), dramatiq and Celery deliver the same pre-loaded messages to the
+same receiver, each with ``os.cpu_count()`` worker processes and queues of its own; and the report's throughput
+table, which puts this service's rate (step ``service``) beside theirs."""
 
 from __future__ import annotations
 

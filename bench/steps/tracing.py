@@ -1,10 +1,8 @@
-"""Step ``tracing``: what OpenTelemetry tracing costs, off and with every trace sampled, interleaved.
+"""Step ``tracing``: what OpenTelemetry tracing costs, off and with every trace sampled, interleaved (``ROUNDS``).
 
-Six rounds, each on a fresh stack (web, one worker process per core, clock): off, on, off, on, off, on.
-"On" sends every process's spans (``OTEL_TRACES_SAMPLER=always_on``) over OTLP/HTTP to a sink
-process that counts and discards them (``bench.kit.otlp_sink``). Each round posts the same
-number of events with the workers stopped (ingestion rate, server side), then starts the
-workers and measures the sustained delivery rate. Issue 35's targets: off within the noise of
+Each round on a fresh stack posts the same number of events with the workers stopped (ingestion rate, server
+side), then measures the sustained delivery rate. "On" sends every process's spans over OTLP/HTTP to a sink
+process that counts and discards them (``bench.kit.otlp_sink``). Issue 35's targets: off within the noise of
 today's throughput; all sampled at most 15 % slower.
 """
 
