@@ -1,9 +1,8 @@
 """Child processes, time limits, cleanup at exit, and the memory of processes over time.
 
-Everything the harness starts is registered in ``PROCS`` and everything it creates
-(queues, databases) in ``CLEANUP``; both are undone at exit, on SIGINT/SIGTERM too.
-Child processes run in their own session, so stopping one stops its children
-(dramatiq's worker processes, gunicorn's workers) and nothing else.
+Every process the harness starts is in ``PROCS`` and everything it creates (queues, databases) in ``CLEANUP``;
+both are undone at exit, on SIGINT/SIGTERM too. A child runs in a session of its own, so stopping it stops its
+children (dramatiq's worker processes, gunicorn's workers) and nothing else.
 """
 
 from __future__ import annotations

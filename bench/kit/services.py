@@ -1,9 +1,5 @@
-"""The machine's RabbitMQ and PostgreSQL as the benchmarks use them: their URLs, a free loopback port,
-fresh databases, queue depths, deleting what a run declared, versions, and what the machine is.
-
-Only the standard library, pika and psycopg2, so it imports from the service's virtualenv too
-(the fault drills of ``bench/drills/`` run there).
-"""
+"""The machine's RabbitMQ and PostgreSQL as the benchmarks use them, and what the machine is. Only the standard
+library, pika and psycopg2, so it imports from the service's virtualenv too (the drills run there)."""
 
 from __future__ import annotations
 

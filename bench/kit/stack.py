@@ -1,11 +1,6 @@
-"""The service under test, run the way the Procfile runs it, on a fresh PostgreSQL database.
-
-One ``ServiceStack`` is one ``QUEUE_PREFIX`` (``bench_<name>_<pid>``) and one database of
-the same name: ``python rabbit_setup.py`` and ``flask --app app migrate`` (the release
-step), ``gunicorn -c python:webhooks.gunicorn_conf 'app:create_app()'`` (web), ``python -m webhooks.worker`` (as
-many as asked) and ``python -m webhooks.clock``. Tenants come from ``flask --app app
-tenant create``, endpoints from the HTTP API, events from ``POST /v1/events``.
-Queues and the database are removed at exit.
+"""The service under test as the Procfile runs it (release step, gunicorn, workers, clock), on a PostgreSQL database
+and a ``QUEUE_PREFIX`` of its own (``ServiceStack``: both ``bench_<name>_<pid>``, removed at exit), and the load
+it is given: tenants from ``flask tenant create``, endpoints and events from the HTTP API.
 """
 
 from __future__ import annotations
@@ -289,12 +284,8 @@ class ServiceStack:
 
     def paced(self, tenant: Tenant, count: int, rate: float, timeout: float, event_types: list[str] | None = None,
               idempotency_prefix: str | None = None) -> list[dict[str, Any]]:
-        """POST ``count`` events at ``rate`` per second (open loop), in a process of its own.
-
-        ``event_types`` take turns (default: the one benchmark type). With an
-        ``idempotency_prefix`` every event has its own key and is sent again until accepted
-        (``bench/kit/loadgen.py``).
-        """
+        """POST ``count`` events at ``rate`` per second, ``event_types`` in turn; with ``idempotency_prefix`` each is
+        sent again until accepted (``bench/kit/loadgen.py paced``)."""
         sender = self.start_paced(tenant, count, rate, event_types, idempotency_prefix)
         try:
             sender.child.popen.wait(timeout)

@@ -1,9 +1,5 @@
-"""Every step of ``bench/run.py``, in the order a full run runs them (see ``bench/README.md`` to add one).
-
-A step module measures one thing and says how its figures read: it defines ``STEP`` (a
-``bench.kit.step.Step``; ``slow`` defines four) and may import only ``bench.kit``, ``webhooks``,
-``tests``' helpers and third-party packages, never another step, the report or an entry point.
-"""
+"""Every step of ``bench/run.py`` (``bench/README.md``: what each is, and how to add one; a step module never
+imports another step, the report or an entry point)."""
 
 from __future__ import annotations
 

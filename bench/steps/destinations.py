@@ -78,6 +78,9 @@ class AmqpSink:
             raise RuntimeError(f"the AMQP consumer failed: {self._error!r}")
         return len(self.times)
 
+    def arrivals(self) -> list[float]:
+        return list(self.times)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(10)
@@ -133,12 +136,6 @@ def _destination(kind: str, context: Context, path: str) -> Iterator[tuple[str, 
             sink.close()
 
 
-def _times(kind: str, sink: Any, path: str) -> list[float]:
-    if kind == "http":
-        return [row[0] for row in sink.dump(path)]
-    return list(sink.times) if kind == "rabbitmq" else sink.arrivals()
-
-
 def _round(context: Context, index: int, kind: str, deadline: Deadline) -> dict[str, Any]:
     plan = context.plan
     path = f"/destinations/{index}"
@@ -149,7 +146,7 @@ def _round(context: Context, index: int, kind: str, deadline: Deadline) -> dict[
         ingest = stack.preload(tenant, plan.events, 1, deadline)
         run = stack.deliver(sink, path, ingest["events"], plan.processes, deadline.left(), deadline)
         time.sleep(0.5)  # the consumer's last messages
-        rate, seconds = steady_rate(_times(kind, sink, path), WARMUP)
+        rate, seconds = steady_rate([row[0] for row in sink.dump(path)] if kind == "http" else sink.arrivals(), WARMUP)
         failed = int(stack.sql.value("SELECT count(*) FROM attempt WHERE outcome <> 'delivered'") or 0)
     log(f"   destinations {kind} (round {index + 1}): {ingest['events']:,} events, "
         f"delivery {rate:,.0f}/s sustained over {seconds:.1f} s, all arrived: {run.finished}, failed attempts: {failed}")
