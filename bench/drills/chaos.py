@@ -1,9 +1,6 @@
-"""Chaos run: real processes, a RabbitMQ node of its own and PostgreSQL, faults injected while events flow.
-
-Usage: ``python bench/run.py chaos [--events 3000] [--rate 50] [--quick]``. What it does and checks (workers
-SIGKILLed, the node's RabbitMQ stopped, PostgreSQL restarted unless ``--quick``, a poison message; then lost,
-duplicates, attempt logs, the poison message dead-lettered once; exit status 1 if a check fails):
-``docs/reliability.md``.
+"""Chaos run: real processes on a RabbitMQ node of its own and PostgreSQL, faults injected while events flow
+(``python bench/run.py chaos --help``; what it does and checks: ``docs/reliability.md``). Exit status 1 if a
+check fails.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Losing a RabbitMQ node under load: the service on a 3-node cluster, the leader of its primary queue killed.
-
-Usage: ``python bench/run.py failover [--rate 200] [--seconds 300] [--down 45] [--leave-down] [--quick]``
-(it runs in the service's virtualenv; it never touches the machine's own broker). The scenario and what it
-reports are in ``docs/reliability.md``: two endpoints that answer 200 and two ``/flaky`` ones, one event type
-each; ``kill -9`` of the node leading the primary queue at 15 % and 55 % of the load, each restarted ``--down``
-seconds later (the second left down with ``--leave-down``); then lost (must be 0), duplicates (< 1 %), pauses
-and refusals around each kill, the ladder's lateness, and every event delivered within 60 s of the last POST.
-Exit status 1 if a check fails. Timings on a shared 2-core machine are indicative only.
+"""Losing a RabbitMQ node under load: the service on a 3-node cluster of its own, the leader of its primary queue
+killed (``python bench/run.py failover --help``; the scenario and what it checks: ``docs/reliability.md``). Exit
+status 1 if a check fails. Timings on a shared 2-core machine are indicative only.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
-"""A throwaway 3-node RabbitMQ cluster on loopback, beside (never instead of) the machine's broker.
+"""A throwaway RabbitMQ cluster on loopback, beside (never instead of) the machine's broker: ``Cluster`` for the
+drills and tests, ``python bench/run.py cluster start|url|status|leader QUEUE|kill N|restart N|stop`` by hand
+(``docs/reliability.md``).
 
-``python bench/run.py cluster start|url|status|leader QUEUE|kill N|restart N|stop`` (``docs/reliability.md``).
-Each node has its own node name (``webhooks-cluster-1@localhost`` …), AMQP port (5681, 5682, 5683 by default:
-``--base-port``), Erlang distribution port (base + 20000), data and log directories, ``rabbitmq.conf`` and
-``rabbitmq-env.conf`` under one directory (``--dir``, default ``$TMPDIR/webhooks-cluster-<uid>``), where the
-cluster's own Erlang cookie lives too (``HOME`` points there). The nodes register with an epmd of their own
-(port base - 1300), so the machine's broker (node ``rabbit@<host>``, port 5672, epmd 4369,
-``/var/lib/rabbitmq`` and its cookie) is never read, written or signalled: the Debian package's
-``/etc/rabbitmq/rabbitmq.conf`` pins port 5672 and its ``rabbitmq-env.conf`` names that node, so every node
-gets its own of both. Before signalling a process the script checks in ``/proc`` that it runs one of its own
-nodes. ``Cluster`` does the same for tests and the drills (one node: ``bench/drills/chaos.py``).
+Each node has its own node name, AMQP port (``--base-port``, + 1, + 2), Erlang distribution port (+ 20000), files
+under one directory (``--dir``) with the cluster's own Erlang cookie (``HOME``), and an epmd of their own (base -
+1300): the Debian package's ``/etc/rabbitmq`` files pin port 5672 and name the machine's node, so every node gets
+its own of both, and before signalling a process the script checks in ``/proc`` that it runs one of its nodes.
 """
 
 from __future__ import annotations

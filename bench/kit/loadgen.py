@@ -1,19 +1,16 @@
-"""HTTP load for the benchmark, in processes of its own (the harness's GIL must not slow it).
+"""HTTP load for the benchmark, in processes of its own (the harness's GIL must not slow it), raw HTTP/1.1 over
+asyncio sockets (tens of microseconds of client CPU a request: not what limits gunicorn on 2 cores).
 
 ``python -m bench.kit.loadgen burst|paced --url URL --body-file F [--body-file G …] [--header 'K: V'] --count N``
-prints one JSON object (or writes it to ``--out``); with several body files the requests take them in turn.
-Both modes speak raw HTTP/1.1 over asyncio sockets (a few tens of microseconds of client CPU per request, so
-the load generator is not what limits gunicorn on 2 cores):
+writes one JSON object to ``--out`` (or stdout); several body files are sent in turn.
 
 - ``burst``: exactly ``--count`` POSTs as fast as the server answers, ``--connections`` at a time in each of
   ``--processes`` processes: the elapsed time and the statuses. A ``429`` is sent again after its
   ``Retry-After``, as a well-behaved client does (counted under ``retried_429``).
-- ``paced``: ``--count`` POSTs started at a fixed ``--rate`` (open loop: a slow answer does not delay the
-  next request): per request when it started and ended (unix time), its status and the event id of its
-  answer. SIGTERM stops it starting requests; those started are still awaited and reported. With
-  ``--idempotency-prefix P`` request ``i`` carries ``Idempotency-Key: P-i`` and is sent again with the same
-  key (after 0.2 s, doubling up to 5 s, for up to ``--retry-for`` seconds) until it gets a ``202``; each
-  result then also lists its refusals and whether the final ``202`` was a replay.
+- ``paced``: ``--count`` POSTs started at a fixed ``--rate`` (open loop: a slow answer does not delay the next),
+  each one's start and end (unix time), status and event id; SIGTERM stops the starting, those started are
+  awaited. With ``--idempotency-prefix P`` request ``i`` carries ``Idempotency-Key: P-i`` and is sent again
+  (after ``RETRY_PAUSE``, doubling) for up to ``--retry-for`` seconds until a ``202``, its refusals listed.
 """
 
 from __future__ import annotations

@@ -1,36 +1,22 @@
-"""A fast webhook receiver for benchmarks: asyncio, HTTP/1.1 keep-alive, answers 200.
-
-Run standalone (``python -m bench.kit.receiver PORT``) or start it in a thread with ``start(port)``;
-it counts requests so a benchmark can tell when all arrived. It raises its open-files
-limit to the hard limit, so it holds 10,000+ connections at once.
+"""A fast webhook receiver for benchmarks: asyncio, HTTP/1.1 keep-alive, 10,000+ connections at once (it raises
+its open-files limit). ``python -m bench.kit.receiver PORT``, or ``start(port)`` in a thread of this process.
 
 Paths choose the answer, so one receiver serves every contender of ``bench/run.py``:
 
-- ``/fail…``: ``500`` (an endpoint that fails on purpose: ladder fidelity);
-- ``/hang…``: no answer at all, the connection is held (an endpoint that always times out);
-- ``/slow/<ms>/…``: ``200`` after ``ms`` milliseconds (a receiver that takes its time);
-- ``/climb/<threshold>/<low_ms>/<high_ms>/…``: ``200`` after ``low_ms`` while at most
-  ``threshold`` calls to this path are in flight (the new one included); beyond that the
-  delay climbs linearly and reaches ``high_ms`` at ``2 × threshold`` (a receiver that
-  degrades under load, as one behind a fixed pool of workers does);
-- ``/flaky…``: fails part of the time, the same way on every run: the first
-  ``flaky_failures(webhook-id)`` requests for one ``webhook-id`` on one path get ``500``,
-  later ones ``200`` (half succeed at once, a quarter on the second request, an eighth on
-  the third, an eighth never), so a retry ladder's tiers and its dead-letter queue are used;
+- ``/fail…``: ``500``; ``/hang…``: no answer, the connection is held; ``/slow/<ms>/…``: ``200`` after ``ms``;
+- ``/climb/<threshold>/<low_ms>/<high_ms>/…``: ``200`` after ``low_ms`` while at most ``threshold`` calls to this
+  path are in flight (the new one included); beyond, the delay climbs linearly to ``high_ms`` at
+  ``2 × threshold`` (an endpoint behind a fixed pool of workers);
+- ``/flaky…``: the first ``flaky_failures(webhook-id)`` requests for one ``webhook-id`` on one path get ``500``,
+  the same on every run (half succeed at once, a quarter on the second request, an eighth on the third, an
+  eighth never), so a retry ladder's tiers and its dead-letter queue are used;
 - anything else: ``200 ok`` at once.
 
-Every request is recorded: wall-clock arrival, ``webhook-id``, path, how many requests to
-the same path were in flight when it arrived (itself included), and when it was answered
-(or when the client gave up on it), so a benchmark in another process can compute rates,
-latencies and the concurrency a sender really achieved. Control requests, never
-counted, under ``/_bench/``:
-
-- ``GET /_bench/stats``: JSON ``{"total": n, "paths": {path: n}, "in_flight": n}``;
-- ``GET /_bench/timeline?prefix=/x``: one line per recorded request to a path starting
-  with ``prefix`` (``path=`` for one path), ``<arrival> <end> <outcome> <in flight at
-  arrival> <webhook-id> <path>``; ``outcome`` is ``a`` (answered at ``end``), ``x`` (the
-  client closed the connection first, at ``end``) or ``p`` (pending, ``end`` is ``-``);
-- ``POST /_bench/reset``: forget every record.
+Every request is recorded: arrival, ``webhook-id``, path, the requests to that path in flight when it arrived
+(itself included), and when it was answered or its client gave up. Control requests, never recorded:
+``GET /_bench/stats`` (``{"total": n, "paths": {path: n}, "in_flight": n}``); ``GET /_bench/timeline?prefix=/x``
+(``path=`` for one path), a line per request: ``<arrival> <end|-> <a|x|p> <in flight> <webhook-id> <path>``
+(answered, abandoned by the client, pending); ``POST /_bench/reset``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The async floor: pika's ``AsyncioConnection`` consuming, one aiohttp ``ClientSession`` POSTing, ack.
-
-No database, no signing, no retry: the least an asyncio worker on this broker must do per
-message, the shape the delivery engine of issue 10 is built on (one event loop per
-process, thousands of calls in flight). Every message becomes a task on the loop: POST
-the body, then ack (or nack with requeue on a failure) on the same loop; ``--prefetch``
-bounds the messages, and so the calls, in flight per process. ``bench/run.py`` starts
-one per core. SIGTERM or SIGINT: stop consuming, finish the calls in flight, close.
+"""The async floor: pika's ``AsyncioConnection`` consuming, one aiohttp ``ClientSession`` POSTing, ack (nack with
+requeue on a failure): no database, no signing, no retry, the least an asyncio worker on this broker must do per
+message, the shape of issue 10's delivery engine. ``--prefetch`` bounds the messages, and so the calls, in flight
+per process. SIGTERM or SIGINT: stop consuming, finish the calls in flight, close.
 
 ``python -m bench.peers.async_floor --queue Q --url URL [--prefetch 256]``
 """

@@ -1,12 +1,7 @@
-"""The Celery contender: a task that POSTs a webhook with ``autoretry_for`` and backoff.
-
-Configured from the environment (``BENCH_QUEUE``, ``BENCH_AMQP_URL``). RabbitMQ through
-the ``amqp`` transport (py-amqp), no result backend (``task_ignore_result``), late acks
-(``task_acks_late``: acked after the POST, like the floor and the service), no events,
-gossip, mingle or remote control, so only the task queue is declared: ``Q`` (Celery's
-default queue type, classic, durable) bound to a direct exchange of the same name. The ``peers`` step
-runs ``celery -A bench.peers.celery_app worker --pool threads``.
-"""
+"""The Celery contender: a task that POSTs a webhook, ``autoretry_for`` with backoff; ``BENCH_QUEUE`` and
+``BENCH_AMQP_URL`` from the environment. py-amqp transport, no result backend, late acks (after the POST, like
+the floor and the service), no events, gossip, mingle or remote control: only the task queue is declared
+(classic, durable, bound to a direct exchange of its name)."""
 
 from __future__ import annotations
 

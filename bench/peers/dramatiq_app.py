@@ -1,12 +1,6 @@
-"""The dramatiq contender: an actor that POSTs a webhook, retried with exponential backoff.
-
-Configured from the environment (``BENCH_QUEUE``, ``BENCH_AMQP_URL``) because the
-``dramatiq`` command imports this module in every worker process. Raising on a non-2xx
-answer hands the message to dramatiq's ``Retries`` middleware: exponential backoff
-from ``min_backoff``, as a webhook sender would configure it. The broker declares
-dramatiq's own queues (classic, durable): ``Q``, ``Q.DQ`` (delays), ``Q.XQ`` (dead). The ``peers``
-step runs ``dramatiq bench.peers.dramatiq_app``.
-"""
+"""The dramatiq contender: an actor that POSTs a webhook; a non-2xx answer goes to dramatiq's ``Retries``
+(exponential backoff from ``min_backoff``). ``BENCH_QUEUE`` and ``BENCH_AMQP_URL`` come from the environment: the
+``dramatiq`` command imports this module in every worker process. Queues: ``Q``, ``Q.DQ`` (delays), ``Q.XQ``."""
 
 from __future__ import annotations
 

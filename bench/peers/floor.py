@@ -1,12 +1,7 @@
-"""The floor: a minimal pika consumer that POSTs each message with httpx and acks.
-
-No database, no signing, no retry: the least any Python worker on this broker must do
-per message, so its rate is the limit for Python here. One process consumes with
-``--threads`` delivery threads, the shape of dramatiq's worker and of the service's:
-the connection thread owns pika, delivery threads POST and hand the ack back with
-``connection.add_callback_threadsafe``. ``bench/run.py`` starts one per core.
-
-``python -m bench.peers.floor --queue Q --url URL [--threads 8]``
+"""The floor: a minimal pika consumer that POSTs each message with httpx and acks: no database, no signing, no
+retry, the least any Python worker on this broker must do per message. ``--threads`` delivery threads POST and
+hand the ack back to the connection's thread (``add_callback_threadsafe``), the shape of dramatiq's worker and
+of the service's. ``python -m bench.peers.floor --queue Q --url URL [--threads 8]``
 """
 
 from __future__ import annotations
