@@ -1,11 +1,5 @@
-"""Markdown for ``bench/RESULTS.md``: the generated section between the ``bench:run`` markers.
-
-Only that section is rewritten; whatever else the file holds (hand-written notes) stays as it
-is. The targets tables come first (reported as met or not met from the figures measured), then
-each step's sections: those of ``SECTIONS`` in that order, then those of any other step the
-run ran, in the order of ``bench.steps.STEPS``. A step that failed or timed out says so instead
-of a number.
-"""
+"""The generated section of ``bench/RESULTS.md`` between the ``bench:run`` markers (``bench/README.md``); the rest
+of the file (notes by hand) stays as it is. A step that failed or timed out says so instead of a number."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
-"""A page of attempts whose rows hold 961 KB of response headers each (stored before the headers'
-cap, issue 36 item 3): how large the answer to ``GET /v1/endpoints/<id>/attempts?limit=250`` is,
-and how much the web process's peak RSS grows while answering it.
-
-Usage: ``python bench/run.py page-memory [--no-budget]`` (``--no-budget``: the page as it was
-before the budget, for comparison; SQLite in a temporary directory, an in-process
-app with Flask's test client; takes about a minute).
-"""
+"""``python bench/run.py page-memory [--no-budget]``: a page of attempts whose rows hold 961 KB of response
+headers each (stored before the headers' cap, issue 36 item 3), through the app in this process on SQLite: how
+large ``GET /v1/endpoints/<id>/attempts?limit=250`` is, and how much the process's peak RSS grows answering it."""
 
 from __future__ import annotations
 
 import argparse
-import resource
 import tempfile
 import time
 from pathlib import Path
@@ -30,10 +24,8 @@ HEADERS = {f"x-big-{n}": "v" * 8000 for n in range(120)}
 
 def peak_rss_mb() -> float:
     """The process's peak RSS since the last ``reset_peak`` (VmHWM)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return next(int(line.split()[1]) / 1024 for line in Path("/proc/self/status").read_text().splitlines()
+                if line.startswith("VmHWM:"))
 
 
 def reset_peak() -> None:
@@ -45,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.no_budget:  # the page as it was before issue 36 item 3, for comparison
+    if args.no_budget:
         from webhooks.api import common
         common.MAX_ATTEMPT_PAGE_CHARS = 1 << 62
     directory = tempfile.mkdtemp(prefix="attempt-page-")

@@ -1,8 +1,6 @@
-"""What the fault drills (``bench/drills/``) share: a RabbitMQ of the drill's own, the service on it the
-Procfile's way, waiting for the deliveries to settle, and the lines printed before the figures.
-
-Only the standard library, pika and psycopg2 below it, so a drill runs in the service's virtualenv.
-"""
+"""What the fault drills share: a RabbitMQ of the drill's own, the service on it the Procfile's way, waiting for
+the deliveries to settle, the lines printed before the figures. Only the standard library, pika and psycopg2
+below it, so a drill runs in the service's virtualenv."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""An OTLP/HTTP trace sink for the ``tracing`` step: takes every export, counts it, decodes nothing.
-
-``python -m bench.kit.otlp_sink PORT`` answers ``POST /v1/traces`` with 200 and an empty
-``ExportTraceServiceResponse`` (zero bytes of protobuf); ``GET /count`` gives
-``{"requests": n, "bytes": n}``. Decoding is left out so that the sink costs the machine as
-little as a collector on another host would.
-"""
+"""An OTLP/HTTP trace sink for the ``tracing`` step, ``python -m bench.kit.otlp_sink PORT``: answers every
+``POST /v1/traces`` with 200 and nothing, counts (``GET /count``: ``{"requests": n, "bytes": n}``) and decodes
+nothing, so that it costs the machine as little as a collector on another host would."""
 
 from __future__ import annotations
 

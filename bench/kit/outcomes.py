@@ -1,7 +1,5 @@
-"""What a fault run checks once the load is over, shared by the drills of ``bench/drills/``: whether
-deliveries have settled, whether every delivered delivery has its attempt logged, deliveries by status
-(the steps count them too), which accepted events reached the receiver (lost, duplicates), and the
-verdict printed at the end."""
+"""What a fault drill checks once the load is over (settled, attempt logs, lost and duplicates) and its verdict;
+deliveries by status (the steps count them too)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""How big each step of a run is: small numbers with ``--quick``, the issues' numbers otherwise.
-
-A run's ``results.json`` keeps the plan (``plan``), so a report rendered later from it states
-the numbers the run used.
-"""
+"""How big each step of a run is: small numbers with ``--quick``, the issues' numbers otherwise. ``results.json``
+keeps it, so a report rendered later from it states the numbers the run used."""
 
 from __future__ import annotations
 

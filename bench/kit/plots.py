@@ -1,8 +1,5 @@
-"""PNG charts of figures over time (matplotlib, Agg backend: no display needed).
-
-A chart is a column of panels sharing the time axis; each panel has lines. The steps
-describe what to draw; this module only draws it.
-"""
+"""PNG charts of figures over time (matplotlib, Agg backend: no display needed): a column of panels sharing the
+time axis, each with lines. The steps say what to draw; this module only draws it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Seeding a PostgreSQL database with finished events, deliveries and attempts for one tenant and
-endpoint, in a few ``INSERT … SELECT generate_series`` statements (steps ``retention``, ``portal``).
-
-Every row's id carries its own creation time (the ten time characters of ``webhooks.storage.ids``,
-computed in SQL), as ids made by the service do, so "newest first" and "since" by id read them
-as they would read real rows.
-"""
+"""Seeding a PostgreSQL database with finished events, deliveries and attempts for one tenant and endpoint, in a
+few ``INSERT … SELECT generate_series`` statements. Every row's id carries its own creation time, as ids made by
+the service do (computed in SQL), so "newest first" and "since" by id read them as they would read real rows."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What a receiver saw over time: the calls it recorded (``/_bench/timeline`` of
-``bench/kit/receiver.py``), how many were in flight at any moment, and their latency per
-time bucket. Standard library only (the tests import it from the service's virtualenv).
-"""
+"""What a receiver saw over time (``/_bench/timeline`` of ``bench/kit/receiver.py``): calls in flight at any
+moment, latency per time bucket. Standard library only (the tests import it from the service's virtualenv)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Put ``N`` messages on a contender's queue before its workers start.
-
-``python -m bench.peers.preload floor|floor-classic|dramatiq|celery --queue Q --url URL --count N``
-(``floor*``: the harness declares the queue first). Prints the seconds it took.
-"""
+"""Put ``N`` messages on a contender's queue before its workers start (``floor``: the harness declares the queue
+first): ``python -m bench.peers.preload floor|dramatiq|celery --queue Q --url URL --count N``."""
 
 from __future__ import annotations
 
