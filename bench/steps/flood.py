@@ -176,5 +176,6 @@ section = partial(_section, "flood", "Tenant flood")
 fanout_section = partial(_section, "flood_fanout", "Tenant flood, each event to all ten endpoints")
 
 STEP = Step("flood", "tenant flood", flood, lambda context: 1200 * context.budget, (section,))
-FANOUT = Step("flood_fanout", "tenant flood, each event to all ten endpoints", partial(flood, fanout=True),
+FANOUT = Step("flood_fanout", "tenant flood, each event to all ten endpoints",
+              lambda context, deadline: flood(context, deadline, fanout=True),
               lambda context: 1800 * context.budget, (fanout_section,))
