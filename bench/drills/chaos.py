@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import pika
 
-from bench.kit import drill, outcomes
+from bench.kit import drill
 from bench.kit.cluster import Cluster
 from bench.kit.procs import PROCS, log
 from bench.kit.receiver_process import Receiver
@@ -118,13 +118,13 @@ def main(args: argparse.Namespace) -> int:
     chaos.join()
     accepted = {row["id"] for row in sent if row["status"] == 202}
     drill.settle(args.settle, lambda: accepted <= {webhook_id for _, webhook_id, _ in receiver.dump()}
-                 and outcomes.unfinished_deliveries(stack.sql) == 0)
+                 and drill.unfinished_deliveries(stack.sql) == 0)
     results = {
-        **outcomes.arrivals(accepted, [webhook_id for _, webhook_id, _ in receiver.dump()]),
-        "attempt log missing": outcomes.missing_attempt_logs(stack.sql),
+        **drill.arrivals(accepted, [webhook_id for _, webhook_id, _ in receiver.dump()]),
+        "attempt log missing": drill.missing_attempt_logs(stack.sql),
         "poison in DLQ": dead_letters(stack),
         "refused then retried (non-202)": sum(len(row.get("refusals", [])) for row in sent),
-        **{f"status {k}": v for k, v in outcomes.status_counts(stack.sql).items()},
+        **{f"status {k}": v for k, v in stack.status_counts().items()},
     }
     drill.heading("chaos")
     for name, value in results.items():
@@ -134,4 +134,4 @@ def main(args: argparse.Namespace) -> int:
         "every delivery has its attempt log": results["attempt log missing"] == 0,
         "poison message dead-lettered once": results["poison in DLQ"] == 1,
     }
-    return outcomes.verdict("chaos", checks)
+    return drill.verdict("chaos", checks)

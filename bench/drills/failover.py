@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bench.kit import drill, outcomes
+from bench.kit import drill
 from bench.kit.cluster import DLX_CONFIRM_TIMEOUT_MS, Cluster
 from bench.kit.procs import log
 from bench.kit.receiver import FLAKY_PREFIX, flaky_failures
@@ -205,9 +205,9 @@ def analyse(stack: ServiceStack, sent: list[dict[str, Any]], dump: list[tuple[fl
         "requests to the receiver": len(dump),
         "attempts recorded": stack.sql.value("SELECT count(*) FROM attempt"),
         "status in the database disagrees with the receiver": mismatched,
-        "attempt log missing": outcomes.missing_attempt_logs(stack.sql),
+        "attempt log missing": drill.missing_attempt_logs(stack.sql),
         "messages in the dead-letter queue": queue_depth(f"{stack.prefix}.dead", stack.env["AMQP_URL"]),
-        **{f"status {k}": v for k, v in outcomes.status_counts(stack.sql).items()},
+        **{f"status {k}": v for k, v in stack.status_counts().items()},
         "refused requests (all)": sum(len(row.get("refusals", [])) for row in sent),
         "idempotent replays (a retry found its event already accepted)": sum(bool(row.get("replayed")) for row in sent),
     }
@@ -317,7 +317,7 @@ def main(args: argparse.Namespace) -> int:
 
     def settled() -> bool:
         stack.check_alive()
-        return outcomes.unfinished_deliveries(stack.sql) == 0
+        return drill.unfinished_deliveries(stack.sql) == 0
 
     drill.settle(args.settle, settled, every=2.0)
     time.sleep(2)  # requests still on the wire
@@ -326,4 +326,4 @@ def main(args: argparse.Namespace) -> int:
     print(f"RabbitMQ {cluster.ctl(cluster.nodes[0], 'version').strip()}, 3 nodes, dead-letter confirm timeout "
           f"{cluster.dlx_confirm_timeout_ms or 180000} ms; PostgreSQL {postgres_version()}")
     print(json.dumps(results, indent=2, default=str))
-    return outcomes.verdict("failover", checks)
+    return drill.verdict("failover", checks)

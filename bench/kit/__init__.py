@@ -1,1 +1,1 @@
-"""The benchmark's shared pieces (``bench/README.md``): they never import ``bench.steps``, the report or an entry point."""
+"""The benchmark's shared pieces (``bench/README.md``); they never import the steps, the report or an entry point."""

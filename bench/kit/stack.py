@@ -255,6 +255,12 @@ class ServiceStack:
             self._sql = Sql(self.database_url)
         return self._sql
 
+    def status_counts(self, endpoint: str | None = None) -> dict[str, int]:
+        """Deliveries by status (of one endpoint's, or all)."""
+        where = "WHERE endpoint_id = %s" if endpoint else ""
+        return dict(self.sql.rows(f"SELECT status, count(*) FROM delivery {where} GROUP BY status ORDER BY status",
+                                  (endpoint,) if endpoint else ()))
+
     def events_of(self, tenant: Tenant) -> int:
         """Events the benchmark posted (operational events such as ``endpoint.offline`` excluded)."""
         return self.sql.value("SELECT count(*) FROM event WHERE tenant_id = %s AND event_type = %s",

@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 from bench.kit.markdown import Add, heading, n
-from bench.kit.outcomes import status_counts
 from bench.kit.procs import Deadline, RssSampler, ScenarioTimeout, log
 from bench.kit.receiver_process import Receiver
 from bench.kit.stack import running
@@ -48,7 +47,7 @@ def backlog(context: Context, deadline: Deadline) -> Results:
                 log(f"   {total} events accepted at {ingest['rate']:,.0f}/s while the endpoint is down")
                 settle = Deadline(min(deadline.left(), 120 + total / 50), "parking the backlog")
                 while True:
-                    counts = status_counts(stack.sql, endpoint)
+                    counts = stack.status_counts(endpoint)
                     if stack.queued() == 0 and counts.get("pending", 0) <= 1:
                         break
                     settle.check()
@@ -83,7 +82,7 @@ def backlog(context: Context, deadline: Deadline) -> Results:
                         result["finished"] = True
                 except ScenarioTimeout:
                     pass
-                result["final_statuses"] = status_counts(stack.sql, endpoint)
+                result["final_statuses"] = stack.status_counts(endpoint)
             arrivals = sorted(t for t, _, _ in down.dump(path))
             unique = len({w for _, w, _ in down.dump(path)})
             rate_total = delivered / (arrivals[-1] - t_back) if arrivals else 0.0

@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 from bench.kit.markdown import Add, heading, n, service_settings_note
-from bench.kit.outcomes import status_counts
 from bench.kit.plan import Plan
 from bench.kit.procs import Deadline, log
 from bench.kit.receiver_process import Receiver
@@ -41,7 +40,7 @@ def _noisy_run(stack: ServiceStack, receiver: Receiver, plan: Plan, name: str, w
     if dead is not None:
         result["dead_endpoint"] = {
             "attempts": stack.sql.value("SELECT count(*) FROM attempt WHERE endpoint_id = %s", (dead,)),
-            "statuses": status_counts(stack.sql, dead),
+            "statuses": stack.status_counts(dead),
             "health": stack.sql.value("SELECT health FROM endpoint WHERE id = %s", (dead,)),
         }
     return result

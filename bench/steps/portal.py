@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 from bench.kit.in_process import in_process
 from bench.kit.markdown import Add, heading
 from bench.kit.procs import Deadline
-from bench.kit.seed import seed
 from bench.kit.stats import summary
 from bench.kit.step import Context, Results, Step
 from webhooks.portal import access
@@ -68,8 +67,8 @@ def portal(context: Context, deadline: Deadline) -> Results:
     with in_process("portal") as service:
         database = db.database
         span = timedelta(days=DAYS)
-        seeded_in = seed(database, service.tenant["id"], service.endpoint, events, ATTEMPTS, age=span,
-                         spacing=span / events, body_bytes=200, event_types=EVENT_TYPES)
+        seeded_in = service.seed(events, ATTEMPTS, age=span, spacing=span / events, body_bytes=200,
+                                 event_types=EVENT_TYPES)
         database.execute_sql("UPDATE delivery SET status = 'failed' WHERE right(id, 2) IN ('00', '50')")
         database.execute_sql("VACUUM ANALYZE delivery")
         counts = {"events": Event.select().count(), "attempts": Attempt.select().count(),

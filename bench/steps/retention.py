@@ -22,7 +22,6 @@ from typing import Any
 from bench.kit.in_process import in_process
 from bench.kit.markdown import Add, heading
 from bench.kit.procs import PROCS, Deadline
-from bench.kit.seed import seed
 from bench.kit.stats import summary
 from bench.kit.step import Context, Results, Step
 from webhooks.storage import db
@@ -89,8 +88,7 @@ def retention(context: Context, deadline: Deadline) -> Results:
     with in_process("retention", queues=True) as service:
         stack = service.stack
         try:
-            seeded_in = seed(db.database, service.tenant["id"], service.endpoint, events, ATTEMPTS_PER_EVENT,
-                             age=SEED_AGE)
+            seeded_in = service.seed(events, ATTEMPTS_PER_EVENT, age=SEED_AGE)
             attempts = Attempt.select().count()
             size = db.database.execute_sql("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
             print(f"seeded {events:,} events, {events:,} deliveries, {attempts:,} attempts "
