@@ -57,21 +57,15 @@ def rabbitmq_bin() -> Path:
     return Path(found).resolve().parent
 
 
-def ephemeral_ports_start() -> int:
-    """First port the kernel hands out to outgoing connections (32768 unless configured)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
 def free_base_port(first: int = 10000, nodes: int = NODES) -> int:
-    """A base port whose ``nodes`` AMQP ports, distribution ports and epmd port are all free now.
-
-    Every port stays below the kernel's ephemeral range: a client connection could
-    otherwise take a killed node's port before the node is restarted.
-    """
-    last = ephemeral_ports_start() - 20000 - nodes
+    """A base port whose ``nodes`` AMQP ports, distribution ports and epmd port are all free now, each below the
+    kernel's ephemeral range (32768 unless configured): a client connection could otherwise take a killed node's
+    port before the node is restarted."""
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    last = ephemeral - 20000 - nodes
     for base in random.sample(range(first, last), min(200, last - first)):
         ports = [base + n for n in range(nodes)] + [base + 20000 + n for n in range(nodes)] + [base - 1300]
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import httpx
 
@@ -33,12 +33,10 @@ class Receiver:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
-    def stats(self) -> dict[str, Any]:
-        return self.http.get(self.url("/_bench/stats")).json()
-
     def count(self, prefix: str) -> int:
         """Requests received on paths starting with ``prefix``."""
-        return sum(n for path, n in self.stats()["paths"].items() if path.startswith(prefix))
+        paths = self.http.get(self.url("/_bench/stats")).json()["paths"]
+        return sum(n for path, n in paths.items() if path.startswith(prefix))
 
     def dump(self, path: str | None = None) -> list[tuple[float, str, str]]:
         """(unix time, webhook-id, path) of every request (to ``path``), in arrival order."""

@@ -45,15 +45,10 @@ def backlog(context: Context, deadline: Deadline) -> Results:
                 total = ingest["events"]
                 result["ingest"] = ingest
                 log(f"   {total} events accepted at {ingest['rate']:,.0f}/s while the endpoint is down")
-                settle = Deadline(min(deadline.left(), 120 + total / 50), "parking the backlog")
-                while True:
-                    counts = stack.status_counts(endpoint)
-                    if stack.queued() == 0 and counts.get("pending", 0) <= 1:
-                        break
-                    settle.check()
-                    stack.check_alive()
-                    time.sleep(1.0)
-                result["before_return"] = counts
+                Deadline(min(deadline.left(), 120 + total / 50), "parking the backlog").wait(
+                    lambda: stack.queued() == 0 and stack.status_counts(endpoint).get("pending", 0) <= 1, 1.0,
+                    stack.check_alive)
+                result["before_return"] = counts = stack.status_counts(endpoint)
                 result["parking_seconds"] = time.time() - t_ingest
                 rss_parked = len(rss.samples)
                 log(f"   endpoint down: {counts}; bringing the receiver back")
