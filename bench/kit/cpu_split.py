@@ -1,12 +1,8 @@
-"""Where the machine's CPU goes while a step runs: the service's workers, PostgreSQL, RabbitMQ, the receiver.
-
-On a 2-core machine the throughput of the service and of its contenders is CPU-bound, and
-the receiver, the broker and the database share the cores with the workers. Every process
-on the machine is sampled (psutil) every ``interval`` seconds; what CPU time a process used
-since the sample before goes to its role (``role_of``: its name and command line). Divided
-by the deliveries made in a window (``split``), it says what each delivery costs, process by
-process, which is what a missed throughput target comes down to (issue 10 asks the note to
-show it).
+"""Where the machine's CPU goes while a step runs: the workers, PostgreSQL, RabbitMQ, the receiver. On 2 cores
+the throughput of the service and of its contenders is CPU-bound, and the receiver, the broker and the database
+share the cores with the workers: every process on the machine is sampled (psutil), its CPU time since the sample
+before goes to its role (``role_of``), and divided by the deliveries made in a window (``split``) it says what
+each delivery costs, process by process (issue 10 asks the report to show it).
 """
 
 from __future__ import annotations

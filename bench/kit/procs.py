@@ -211,10 +211,7 @@ def port_open(port: int) -> bool:
 
 
 def wait_port(port: int, deadline: Deadline, child: Child | None = None) -> None:
-    while not port_open(port):
-        check_alive([child])
-        deadline.check()
-        time.sleep(0.1)
+    deadline.wait(lambda: port_open(port), 0.1, lambda: check_alive([child]))
 
 
 class Sampler:

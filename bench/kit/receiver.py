@@ -61,14 +61,8 @@ LISTEN_BACKLOG = 16384
 
 
 def delay_seconds(path: bytes, in_flight: int) -> float:
-    """How long to wait before answering a request to ``path`` that arrived with ``in_flight``
-    requests to that path outstanding (itself included); 0 for an immediate answer.
-
-    >>> delay_seconds(b"/slow/200/ep1", 1)
-    0.2
-    >>> delay_seconds(b"/climb/50/20/2000/x", 50), delay_seconds(b"/climb/50/20/2000/x", 100)
-    (0.02, 2.0)
-    """
+    """How long to wait before answering a request to ``path`` that arrived with ``in_flight`` requests to that
+    path outstanding (itself included); 0 for an immediate answer (tests/test_bench_receiver.py has examples)."""
     if path.startswith(SLOW_PREFIX):
         return int(path.split(b"/")[2]) / 1000
     if path.startswith(CLIMB_PREFIX):
