@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.kit.markdown import Add, n, ok, service_rate, service_settings_note, verdict, why
+from bench.kit.markdown import Add, Section, n, ok, service_rate, service_settings_note, verdict, why
 from bench.kit.procs import BENCH
 from bench.steps import STEPS, backlog, flood, ingest, ladder, noisy, peers, receiver, service, slow
 from bench.steps.backlog import memory_stayed_flat
@@ -23,14 +23,14 @@ END = "<!-- bench:run:end -->"
 LATENCY_P99_MS = 50.0
 
 #: The sections of a full run's steps, in the order the report has always shown them.
-SECTIONS: tuple[Callable[[dict[str, Any], Add], None], ...] = (
+SECTIONS: tuple[Section, ...] = (
     receiver.section, peers.throughput_section, service.service_section, ingest.section, service.scale_section,
     noisy.section, ladder.section, backlog.section, slow.table_section, slow.climb_section, slow.inflight_section,
     flood.section,
 )
 
 
-def sections(r: dict[str, Any]) -> list[Callable[[dict[str, Any], Add], None]]:
+def sections(r: dict[str, Any]) -> list[Section]:
     """``SECTIONS`` (when the run ran any step of a full run), then the sections of every other step the run
     ran, in the order of ``STEPS``."""
     others = [section for step in STEPS if step.name in r for section in step.sections if section not in SECTIONS]

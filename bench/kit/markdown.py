@@ -9,6 +9,9 @@ from typing import Any, Callable
 #: Writes one line of Markdown.
 Add = Callable[[str], None]
 
+#: A section of the report: ``(the run's results, add)``.
+Section = Callable[[dict[str, Any], Add], None]
+
 
 def ok(step: Any) -> bool:
     return isinstance(step, dict) and step.get("status", "ok") == "ok"
@@ -30,6 +33,17 @@ def heading(add: Add, title: str, *steps: Any) -> bool:
             add("")
             return False
     return True
+
+
+def section_of(key: str, title: str) -> Callable[[Callable[[dict[str, Any], dict[str, Any], Add], None]], Section]:
+    """A section on step ``key``: its heading, then why the step was not measured or ``write(its figures, the
+    run's results, add)``."""
+    def section(write: Callable[[dict[str, Any], dict[str, Any], Add], None]) -> Section:
+        def written(r: dict[str, Any], add: Add) -> None:
+            if heading(add, title, r.get(key)):
+                write(r[key], r, add)
+        return written
+    return section
 
 
 def n(x: Any, digits: int = 0) -> str:

@@ -9,7 +9,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from bench.kit.markdown import Add
+from bench.kit.markdown import Section
 from bench.kit.plan import Plan
 from bench.kit.procs import Deadline, ScenarioTimeout, log
 from bench.kit.receiver_process import Receiver
@@ -43,7 +43,7 @@ class Step:
     #: Its time limit in seconds, from the run's plan.
     seconds: Callable[[Context], float]
     #: Its sections of the report, each ``(the run's results, add a line)``.
-    sections: tuple[Callable[[dict[str, Any], Add], None], ...] = ()
+    sections: tuple[Section, ...] = ()
     #: Part of a plain ``python bench/run.py`` (and of its report); otherwise it runs only when ``--only`` names it.
     full_run: bool = True
     #: Options of its own on ``bench/run.py``'s command line.

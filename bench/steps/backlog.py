@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.kit.markdown import Add, heading, n
+from bench.kit.markdown import Add, n, section_of
 from bench.kit.procs import Deadline, RssSampler, ScenarioTimeout, log
 from bench.kit.receiver_process import Receiver
 from bench.kit.stack import running
@@ -110,10 +110,8 @@ def memory_stayed_flat(mem: dict[str, Any]) -> bool:
     return mem["peak_mib"] - base <= max(16.0, 0.10 * base)
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("backlog")
-    if not heading(add, "Backlog", step):
-        return
+@section_of("backlog", "Backlog")
+def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     mem = step["memory"]
     before = ", ".join(f"{k} {v}" for k, v in sorted(step.get("before_return", {}).items()))
     add(f"{step['ingest']['events']:,} events accepted (at {n(step['ingest']['rate'])}/s, workers running) for an "

@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench.kit.markdown import Add, heading, n, verdict
+from bench.kit.markdown import Add, n, section_of, verdict
 from bench.kit.payload import PAYLOAD, batch_request
 from bench.kit.procs import Deadline, log
 from bench.kit.stack import ServiceStack, running
@@ -140,10 +140,8 @@ def catalog(context: Context, deadline: Deadline) -> Results:
             "checks": checks, "service_overrides": env}
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("catalog")
-    if not heading(add, "Ingestion with 100 schemas and 100 filters (`bench/steps/catalog.py`)", step):
-        return
+@section_of("catalog", "Ingestion with 100 schemas and 100 filters (`bench/steps/catalog.py`)")
+def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     add(f"`POST /v1/events/batch`, {BATCH} events of {TYPES} types a request, {n(step['count'])} events a run, "
         f"the two sides alternating over {step['rounds']} rounds, each on its own stack (gunicorn, 2 workers, "
         "no delivery worker). `baseline`: no catalog, 101 endpoints (100 subscribed to a type never sent). "

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.kit.cpu_split import TICKS, process_cpu_seconds
-from bench.kit.markdown import Add, heading
+from bench.kit.markdown import Add, section_of
 from bench.kit.procs import Deadline
 from bench.kit.receiver import FAIL_PREFIX, start as start_receiver
 from bench.kit.services import drop_database, free_port, fresh_database, machine_line
@@ -132,10 +132,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the endpoint answers 500 to every call: each attempt is recorded and its retry published")
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("core")
-    if not heading(add, "Delivery core (`--only core`)", step):
-        return
+@section_of("core", "Delivery core (`--only core`)")
+def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     add(step["machine"])
     add("")
     add(f"database: {step['database']}, events: {step['events']}, one worker process (prefetch {step['prefetch']}, "

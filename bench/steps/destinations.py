@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import redis
 
-from bench.kit.markdown import Add, heading, n
+from bench.kit.markdown import Add, n, section_of
 from bench.kit.procs import CLEANUP, Deadline, log
 from bench.kit.stack import running
 from bench.kit.stats import WARMUP, mean_of_rounds, steady_rate
@@ -164,10 +164,8 @@ def destinations(context: Context, deadline: Deadline) -> Results:
     return {"rounds": rounds}
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("destinations")
-    if not heading(add, "Destinations: RabbitMQ and a Redis stream beside HTTP", step):
-        return
+@section_of("destinations", "Destinations: RabbitMQ and a Redis stream beside HTTP")
+def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     rounds = step["rounds"]
     add("| round | destination | events | delivery (deliveries/s, sustained) | all arrived | failed attempts |")
     add("|---|---|---|---|---|---|")

@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from functools import partial
 from typing import Any
 
-from bench.kit.markdown import Add, heading, n, overrides
+from bench.kit.markdown import Add, n, overrides, section_of
 from bench.kit.payload import batch_request
 from bench.kit.procs import PROCS, Deadline, log
 from bench.kit.receiver_process import Receiver
@@ -137,10 +136,7 @@ def _b_latency(stack: ServiceStack, receiver: Receiver, path: str, rows: list[di
     return figures
 
 
-def _section(key: str, title: str, r: dict[str, Any], add: Add) -> None:
-    step = r.get(key)
-    if not heading(add, title, step):
-        return
+def _section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     how = f"in batches of {step.get('batch_size', 200)} (`POST /v1/events/batch`)" if step["batch"] else "one event a request (`POST /v1/events`)"
     statuses = ", ".join(f"{k}: {v:,}" for k, v in sorted(step["a_post_statuses"].items())) or "–"
     subscribed = (f"each subscribed to all of them, so {step['events'] * step['endpoints']:,} deliveries"
@@ -172,8 +168,8 @@ def _section(key: str, title: str, r: dict[str, Any], add: Add) -> None:
     add("")
 
 
-section = partial(_section, "flood", "Tenant flood")
-fanout_section = partial(_section, "flood_fanout", "Tenant flood, each event to all ten endpoints")
+section = section_of("flood", "Tenant flood")(_section)
+fanout_section = section_of("flood_fanout", "Tenant flood, each event to all ten endpoints")(_section)
 
 STEP = Step("flood", "tenant flood", flood, lambda context: 1200 * context.budget, (section,))
 FANOUT = Step("flood_fanout", "tenant flood, each event to all ten endpoints",

@@ -8,7 +8,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from bench.kit.markdown import Add, heading, n, overrides
+from bench.kit.markdown import Add, n, overrides, section_of
 from bench.kit.procs import Deadline, log
 from bench.kit.receiver_process import Receiver
 from bench.kit.services import queue_depth
@@ -108,10 +108,8 @@ def _lateness(stack: ServiceStack, receiver: Receiver, endpoint: str, path: str,
     return {"tiers": summary}
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("ladder")
-    if not heading(add, "Ladder fidelity", step):
-        return
+@section_of("ladder", "Ladder fidelity")
+def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     depths = ", ".join(f"{tier} {depth}" for tier, depth in step["max_tier_depths"].items())
     add(f"`RETRY_LADDER={step['ladder']}`, an endpoint that always answers 500 (`OFFLINE_AFTER_FAILURES` set out of "
         "reach, so it keeps its ladder instead of parking; `ENDPOINT_MAX_IN_FLIGHT` raised to 16 only where the "

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bench.kit.in_process import in_process
-from bench.kit.markdown import Add, heading
+from bench.kit.markdown import Add, section_of
 from bench.kit.procs import Deadline
 from bench.kit.stats import summary
 from bench.kit.step import Context, Results, Step
@@ -94,10 +94,8 @@ def portal(context: Context, deadline: Deadline) -> Results:
     }
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("portal")
-    if not heading(add, "Portal pages with a long history (`--only portal`)", step):
-        return
+@section_of("portal", "Portal pages with a long history (`--only portal`)")
+def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     seeded = step["seeded"]
     add(f"{seeded['events']:,} events and {seeded['attempts']:,} attempts over {seeded['days']:g} days for one tenant "
         f"({seeded['database']}); {step['requests_per_page']} requests per page through the app in one process "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.kit.markdown import Add, heading, n, ok, service_rate
+from bench.kit.markdown import Add, n, ok, section_of, service_rate
 from bench.kit.payload import webhook_body
 from bench.kit.procs import Deadline, log
 from bench.kit.step import Context, Results, Step
@@ -23,10 +23,8 @@ def capacity(context: Context, deadline: Deadline) -> Results:
             "threads": 1, "connections": 32}
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("receiver")
-    if not heading(add, "Receiver capacity", step):
-        return
+@section_of("receiver", "Receiver capacity")
+def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     fastest = max([p["rate"] for p in r.get("peers", {}).values() if isinstance(p, dict) and ok(p) and "rate" in p]
                   + ([service_rate(r)] if service_rate(r) else []) or [float("nan")])
     add(f"`bench/kit/receiver.py` (one process, asyncio) under {step['tool']}, {step['threads']} thread, "

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from bench.kit.in_process import in_process
-from bench.kit.markdown import Add, heading
+from bench.kit.markdown import Add, section_of
 from bench.kit.procs import PROCS, Deadline
 from bench.kit.stats import summary
 from bench.kit.step import Context, Results, Step
@@ -145,10 +145,8 @@ def retention(context: Context, deadline: Deadline) -> Results:
     return result
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("retention")
-    if not heading(add, "Retention purge during ingestion (`--only retention`)", step):
-        return
+@section_of("retention", "Retention purge during ingestion (`--only retention`)")
+def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     figures = {key: value for key, value in step.items() if key not in ("status", "wall_seconds")}
     add("```json")
     add(json.dumps(figures, indent=2))

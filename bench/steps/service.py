@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 from bench.kit.cpu_split import CpuSampler, describe, steady_split
-from bench.kit.markdown import Add, heading, mib, n, ok, why
+from bench.kit.markdown import Add, mib, n, ok, section_of, why
 from bench.kit.plan import Plan
 from bench.kit.procs import Deadline, RssSampler, ScenarioTimeout, log
 from bench.kit.receiver_process import Receiver
@@ -98,10 +98,8 @@ def service(context: Context, deadline: Deadline) -> Results:
         return results
 
 
-def service_section(r: dict[str, Any], add: Add) -> None:
-    svc = r.get("service")
-    if not heading(add, "This service", svc):
-        return
+@section_of("service", "This service")
+def service_section(svc: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     add("| figure | value |")
     add("|---|---|")
     step = svc.get("throughput")

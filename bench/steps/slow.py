@@ -15,7 +15,7 @@ from typing import Any, Callable
 import httpx
 
 from bench.kit import plots
-from bench.kit.markdown import Add, heading, mib, n, ok, overrides, why
+from bench.kit.markdown import Add, Section, mib, n, ok, overrides, section_of, why
 from bench.kit.plan import Plan
 from bench.kit.procs import PROCS, Deadline, log
 from bench.kit.receiver_process import Receiver
@@ -215,19 +215,15 @@ def table_section(r: dict[str, Any], add: Add) -> None:
     add("")
 
 
-def _plotted(title: str, key: str, alt: str,
-             text: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any], Add], None]:
+def _plotted(title: str, key: str, alt: str, text: Callable[[dict[str, Any]], str]) -> Section:
     """A section of the report: what step ``key`` saw, in words, and its plot."""
-    def section(r: dict[str, Any], add: Add) -> None:
-        step = r.get(key)
-        if not heading(add, title, step):
-            return
+    def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
         add(text(step))
         add("")
         add(f"![{alt}]({step['plot']})")
         add("")
 
-    return section
+    return section_of(key, title)(section)
 
 
 def _climb_text(step: dict[str, Any]) -> str:

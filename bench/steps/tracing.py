@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from bench.kit.markdown import Add, heading, n
+from bench.kit.markdown import Add, n, section_of
 from bench.kit.procs import PROCS, PYTHON, Deadline, log
 from bench.kit.services import free_port
 from bench.kit.stack import running
@@ -56,10 +56,8 @@ def tracing_cost(context: Context, deadline: Deadline) -> Results:
     return {"rounds": rounds, "sink": received}
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("tracing")
-    if not heading(add, "Tracing: off against every trace sampled", step):
-        return
+@section_of("tracing", "Tracing: off against every trace sampled")
+def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     rounds = step["rounds"]
     add("| round | tracing | events | ingestion (events/s) | delivery (deliveries/s) |")
     add("|---|---|---|---|---|")

@@ -14,7 +14,7 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
-from bench.kit.markdown import Add, heading, n, verdict
+from bench.kit.markdown import Add, n, section_of, verdict
 from bench.kit.payload import EVENT_TYPE, batch_request, event_request
 from bench.kit.procs import Deadline, log
 from bench.kit.stack import ServiceStack, Tenant, running
@@ -89,10 +89,8 @@ def admission(context: Context, deadline: Deadline) -> Results:
     return results
 
 
-def slow_clients_section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("slow_clients")
-    if not heading(add, "Slow clients", step):
-        return
+@section_of("slow_clients", "Slow clients")
+def slow_clients_section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     add(f"gunicorn as the Procfile runs it (2 processes × 8 threads, default settings); another client posts "
         f"single events at {step['probe_rate']:g}/s for {step['probe_seconds']:g} s while {step['connections']} "
         f"connections each send a header line (or a body byte) every {step['interval_s']:g} s.")
@@ -109,10 +107,8 @@ def slow_clients_section(r: dict[str, Any], add: Add) -> None:
     add("")
 
 
-def admission_section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("admission")
-    if not heading(add, "A tenant's concurrent requests", step):
-        return
+@section_of("admission", "A tenant's concurrent requests")
+def admission_section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     add("One tenant alone, default settings, `bench/kit/loadgen.py burst` (a `429` is sent again after its "
         "`Retry-After`).")
     add("")
