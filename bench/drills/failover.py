@@ -100,8 +100,8 @@ class Faults:
             self.error = error
 
     def _leader_after(self, dead: str) -> str:
-        """The queue's leader once it is not ``dead``; while a leader is elected or a restarted
-        node catches up, the queue may have none or be listed by no node for a moment."""
+        """The queue's leader once it is not ``dead`` (while a leader is elected or a restarted node catches up,
+        the queue may have none or be listed by no node)."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

@@ -238,10 +238,8 @@ class Cluster:
         self._boot(node)
 
     def leader(self, queue: str, vhost: str = "/") -> tuple[str, list[str]]:
-        """(leader node name, member node names) of a quorum queue, asked of each running node in turn.
-
-        A node that has just restarted may not list the queue yet: the next node is asked.
-        """
+        """(leader node name, member node names) of a quorum queue, asked of each running node in turn (one that
+        has just restarted may not list the queue yet)."""
         asked = False
         for node in self.nodes:
             if not self.running(node):

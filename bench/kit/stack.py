@@ -52,8 +52,7 @@ REPORTED_SETTINGS = {"ENDPOINT_MAX_IN_FLIGHT": "endpoint_max_in_flight", "WORKER
 
 
 def service_defaults() -> dict[str, Any]:
-    """The defaults of ``REPORTED_SETTINGS`` that this checkout of the service has (read from its
-    own ``Settings``; a setting it does not have is left out)."""
+    """The defaults of ``REPORTED_SETTINGS`` in this checkout's own ``Settings`` (one it does not have left out)."""
     from webhooks.config import Settings
 
     settings = Settings.from_env(env={})
@@ -267,10 +266,9 @@ class ServiceStack:
                               (tenant.id, EVENT_TYPE))
 
     def ingest(self, tenant: Tenant, count: int, deadline: Deadline, threads: int = 2, connections: int = 4) -> dict[str, Any]:
-        """POST ``count`` events with wrk (about: in-flight requests may add a few); the
-        rate is measured on the server side, from the events' ``created_at``. wrk does not wait
-        out a 429, so it keeps to a few connections (a client's requests beyond
-        ``TENANT_MAX_WAITING_REQUESTS`` waiting in a web process would be refused)."""
+        """POST about ``count`` events with wrk (requests in flight may add a few), the rate measured on the server
+        side from the events' ``created_at``. wrk does not wait out a 429, so it keeps to a few connections (a
+        client's requests beyond ``TENANT_MAX_WAITING_REQUESTS`` waiting in a web process would be refused)."""
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {tenant.api_key}"}
         script = lua_post_script(event_request(), headers, math.ceil(count / threads))
         before = self.events_of(tenant)
@@ -343,9 +341,8 @@ class ServiceStack:
     def deliver(self, receiver: Arrivals, prefix: str, expected: int, processes: int, seconds: float,
                 deadline: Deadline, sample: Callable[[], Any] | None = None, every: float = 0.5,
                 rss_every: float = 1.0) -> DeliveryRun:
-        """Start ``processes`` workers (and the clock) and poll every ``every`` seconds until
-        ``expected`` requests arrived at ``receiver`` on paths under ``prefix`` (or anything else that counts arrivals) or ``seconds``
-        passed; then stop the workers. Their RSS is sampled all along."""
+        """Start ``processes`` workers (and the clock), poll every ``every`` seconds until ``expected`` arrived at
+        ``receiver`` on paths under ``prefix`` or ``seconds`` passed, stop the workers; their RSS sampled all along."""
         workers = self.start_workers(processes)
         self.start_clock()
         samples: list[Any] = []
@@ -392,8 +389,7 @@ class ServiceStack:
         return {**result, "count": events, "rps": events / result["seconds"]}
 
     def wait_published(self, timeout: float = 120.0) -> float | None:
-        """Seconds until no delivery is left unmarked (the enqueuer published and marked them all);
-        None: not within ``timeout``."""
+        """Seconds until every delivery is marked published; None if not within ``timeout``."""
         started = time.monotonic()
         while time.monotonic() - started < timeout:
             if self.sql.value("SELECT count(*) FROM delivery WHERE enqueued_at IS NULL") == 0:
@@ -425,9 +421,8 @@ class ServiceStack:
 
 @contextmanager
 def running(name: str, env: dict[str, str] | None = None, remove: bool = False) -> Iterator[ServiceStack]:
-    """A fresh stack (``env``: the settings it changes) with its release step done and its web process
-    answering; afterwards its processes are stopped, and with ``remove`` its queues and database dropped
-    at once rather than at exit."""
+    """A fresh stack (``env``: the settings it changes), released, its web process answering; afterwards its
+    processes stopped and, with ``remove``, its queues and database dropped at once rather than at exit."""
     stack = ServiceStack(name, env)
     try:
         stack.release()

@@ -44,14 +44,12 @@ def steady_rate(times: Sequence[float], warmup: float = WARMUP) -> tuple[float, 
 
 
 def plateau_memory(in_flight: list[tuple[float, int]], rss: list[tuple[float, float]]) -> dict[str, Any]:
-    """Worker RSS while calls are in flight. The plateau runs from the first to the last moment with at least
-    90% of the peak in flight.
-
-    Flat = from the moment the in-flight count first reached its peak (or the plateau's midpoint, if that came
-    first, so that at least half the plateau is judged) to the end of the run, the RSS never rises more than
-    ``FLAT_SHARE`` (or ``FLAT_MIB``) above its value at that moment: the buffers of the calls in flight are
-    allocated by then, and growth after it is a leak or a queue. (The start of the plateau is no reference: up
-    to a tenth of the peak's calls have not started yet there, and their buffers are growth that is no leak.)"""
+    """Worker RSS while calls are in flight, over the plateau: from the first to the last moment with at least 90%
+    of the peak in flight. Flat = from the moment the in-flight count first reached its peak (or the plateau's
+    midpoint, if that came first, so that at least half the plateau is judged) to the end of the run, the RSS never
+    rises more than ``FLAT_SHARE`` (or ``FLAT_MIB``) above its value then: the buffers of the calls in flight are
+    allocated by then, and growth after it is a leak or a queue. (The start of the plateau is no reference: up to
+    a tenth of the peak's calls have not started yet there, and their buffers are growth that is no leak.)"""
     peak_mib = max((mib for _, mib in rss), default=float("nan"))
     peak = max((n for _, n in in_flight), default=0)
     inside = [t for t, n in in_flight if peak and n >= 0.9 * peak]

@@ -115,12 +115,9 @@ def _a_drain(receiver: Receiver, flood_started: float) -> dict[str, Any]:
 
 def _b_latency(stack: ServiceStack, receiver: Receiver, path: str, rows: list[dict[str, Any]], flood_started: float,
                posted_at: float, drained_at: float) -> dict[str, Any]:
-    """B's POST start → first arrival, for its events posted while A drained, and before A began.
-
-    The events posted while A drained are also split at the moment A's last batch was
-    accepted: ``b_posting`` (A's batches and deliveries share the machine) and
-    ``b_after_posting`` (only A's deliveries).
-    """
+    """B's POST start → first arrival, for its events posted while A drained and before A began; those posted while
+    A drained also split at the moment A's last batch was accepted: ``b_posting`` (A's batches and deliveries share
+    the machine) and ``b_after_posting`` (only A's deliveries)."""
     first = receiver.first_arrivals(path)
     figures: dict[str, Any] = {"b_statuses": dict(Counter(str(row["status"]) for row in rows))}
     for name, lo, hi in (("during", flood_started, drained_at), ("quiet", 0.0, flood_started),

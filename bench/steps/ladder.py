@@ -74,8 +74,7 @@ def ladder(context: Context, deadline: Deadline) -> Results:
 
 
 def _lateness(stack: ServiceStack, receiver: Receiver, endpoint: str, path: str, tiers: list[str]) -> dict[str, Any]:
-    """Per tier: arrival (receiver, and ``started_at`` in the database) minus the previous
-    attempt's ``next_attempt_at``."""
+    """Per tier: arrival (the receiver's; in the database ``started_at``) minus the last ``next_attempt_at``."""
     attempts: dict[str, dict[int, tuple[float, float | None]]] = defaultdict(dict)
     event_of: dict[str, str] = {}
     for delivery, event, number, started, next_at in stack.sql.rows(
