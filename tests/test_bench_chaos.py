@@ -44,12 +44,14 @@ def test_chaos_names_neither_the_shared_broker_nor_a_bare_rabbitmqctl() -> None:
 
 @dataclass
 class FakeStack:
-    """The part of ``ServiceStack`` the fault schedule uses: its workers, and starting more."""
+    """The part of ``ServiceStack`` the fault schedule uses: its workers, and starting more (never the clock: the
+    drill restarts workers only)."""
 
     workers: list[Child] = field(default_factory=list)
     started: int = 0
 
-    def start_workers(self, count: int) -> list[Child]:
+    def start_workers(self, count: int, clock: bool = True) -> list[Child]:
+        assert not clock or not self.workers, "the fault schedule starts the clock again"
         new = [PROCS.start(f"chaos-test-worker-{self.started + i}", [sys.executable, "-c", "import time; time.sleep(60)"])
                for i in range(count)]
         self.started += count

@@ -45,7 +45,7 @@ def kill_a_worker(stack: ServiceStack) -> None:
     victim = stack.workers.pop(random.randrange(len(stack.workers)))
     PROCS.stop(victim, grace=5.0, sig=signal.SIGKILL)
     log(f"SIGKILL {victim.name}; restarting it")
-    stack.start_workers(1)
+    stack.start_workers(1, clock=False)
 
 
 def faults(stack: ServiceStack, cluster: Cluster, duration: float, stop: threading.Event, pg_restart: bool) -> None:

@@ -41,7 +41,6 @@ def start(stack: ServiceStack) -> None:
     """The Procfile's processes: the web (2 processes), 2 delivery workers and the clock."""
     stack.start_web()
     stack.start_workers(2)
-    stack.start_clock()
 
 
 def settle(seconds: float, settled: Callable[[], bool], every: float = 1.0) -> None:

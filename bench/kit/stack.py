@@ -163,11 +163,14 @@ class ServiceStack:
         except httpx.HTTPError:
             return False
 
-    def start_workers(self, count: int) -> list[Child]:
+    def start_workers(self, count: int, clock: bool = True) -> list[Child]:
+        """``count`` more workers, and the clock if it does not run (unless ``clock`` is False)."""
         started = [PROCS.start(f"{self.name}-worker-{self.workers_started + i}", [PYTHON, "-m", "webhooks.worker"],
                                self.env) for i in range(count)]
         self.workers += started
         self.workers_started += count
+        if clock:
+            self.start_clock()
         return started
 
     def stop_workers(self, grace: float = 20.0) -> None:
@@ -184,11 +187,8 @@ class ServiceStack:
         check_alive([*self.workers, self.clock, self.web])
 
     def close(self) -> None:
-        self.stop_workers(grace=5.0)
-        for child in (self.clock, self.web):
-            if child is not None:
-                PROCS.stop(child, grace=5.0)
-        self.clock = self.web = None
+        PROCS.stop_many([child for child in (*self.workers, self.clock, self.web) if child is not None], 5.0)
+        self.workers, self.clock, self.web = [], None, None
         if self._sql is not None:
             self._sql.close()
             self._sql = None
@@ -344,7 +344,6 @@ class ServiceStack:
         """Start ``processes`` workers (and the clock), poll every ``every`` seconds until ``expected`` arrived at
         ``receiver`` on paths under ``prefix`` or ``seconds`` passed, stop the workers; their RSS sampled all along."""
         workers = self.start_workers(processes)
-        self.start_clock()
         samples: list[Any] = []
         try:
             with RssSampler(workers, rss_every) as rss:

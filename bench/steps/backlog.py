@@ -35,7 +35,6 @@ def backlog(context: Context, deadline: Deadline) -> Results:
             path = "/backlog"
             endpoint = stack.endpoint(tenant, down.url(path))  # nothing listens there yet
             workers = stack.start_workers(plan.processes)
-            stack.start_clock()
             time.sleep(2.0)
             progress: list[tuple[float, int]] = []
             with RssSampler(workers, 1.0) as rss:

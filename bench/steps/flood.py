@@ -61,7 +61,6 @@ def flood(context: Context, deadline: Deadline, fanout: bool = False) -> Results
         b_path = "/flood/b"
         stack.endpoint(b, receiver.url(b_path))
         stack.start_workers(plan.processes)
-        stack.start_clock()
         time.sleep(2.0)  # workers connected and consuming
         b_sender = stack.start_paced(b, int(plan.flood_seconds / plan.flood_interval), 1 / plan.flood_interval)
         time.sleep(QUIET_SECONDS)

@@ -37,7 +37,6 @@ def ladder(context: Context, deadline: Deadline) -> Results:
         path = "/fail/ladder"
         endpoint = stack.endpoint(tenant, receiver.url(path))
         stack.start_workers(plan.processes)
-        stack.start_clock()
         time.sleep(2.0)
         long_queue = f"{stack.prefix}.wait.{tiers[-1]}"
         # 1. The first batch walks down the ladder into the longest tier.

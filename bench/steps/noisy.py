@@ -27,7 +27,6 @@ def _noisy_run(stack: ServiceStack, receiver: Receiver, plan: Plan, name: str, w
     expected = 9 * events
     deadline.wait(lambda: stack.queued() >= events * (10 if with_dead else 9))
     stack.start_workers(plan.processes)
-    stack.start_clock()
     started = time.time()
     try:
         receiver.wait_for(prefix, expected, deadline, also=stack.check_alive)

@@ -51,7 +51,6 @@ def _service_latency(stack: ServiceStack, receiver: Receiver, plan: Plan, deadli
     path = "/svc/latency"
     stack.endpoint(tenant, receiver.url(path))
     workers = stack.start_workers(plan.processes)
-    stack.start_clock()
     time.sleep(2.0)  # workers connected and consuming
     count = int(plan.latency_rate * plan.latency_seconds)
     try:
