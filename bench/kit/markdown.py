@@ -35,13 +35,15 @@ def heading(add: Add, title: str, *steps: Any) -> bool:
     return True
 
 
-def section_of(key: str, title: str) -> Callable[[Callable[[dict[str, Any], dict[str, Any], Add], None]], Section]:
-    """A section on step ``key``: its heading, then why the step was not measured or ``write(its figures, the
-    run's results, add)``."""
+def section_of(key: str, title: str,
+               *parts: str) -> Callable[[Callable[[dict[str, Any], dict[str, Any], Add], None]], Section]:
+    """A section on step ``key``: its heading, then why the step (or one of its ``parts``) was not measured or
+    ``write(its figures, the run's results, add)``."""
     def section(write: Callable[[dict[str, Any], dict[str, Any], Add], None]) -> Section:
         def written(r: dict[str, Any], add: Add) -> None:
-            if heading(add, title, r.get(key)):
-                write(r[key], r, add)
+            step = r.get(key)
+            if heading(add, title, step, *(step.get(part) for part in parts if isinstance(step, dict))):
+                write(step, r, add)
         return written
     return section
 

@@ -23,8 +23,7 @@ def backlog(context: Context, deadline: Deadline) -> Results:
     # A ladder of 2 s steps, long enough for the whole outage: the probe that notices the endpoint
     # is back fires within 2 s, and no delivery runs out of attempts meanwhile.
     steps = max(600, int(plan.backlog_timeout))
-    ladder = ",".join(["2s"] * steps)
-    env = {"RETRY_LADDER": ladder, "RELEASE_RATE": f"{plan.release_rate:g}"}
+    env = {"RETRY_LADDER": ",".join(["2s"] * steps), "RELEASE_RATE": f"{plan.release_rate:g}"}
     down = Receiver("receiver-backlog")
     result: dict[str, Any] = {"backlog": plan.backlog, "release_rate": plan.release_rate,
                               "ladder": f"2s x {steps}", "timeout": plan.backlog_timeout,

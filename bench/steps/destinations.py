@@ -25,10 +25,8 @@ from bench.kit.stats import WARMUP, mean_of_rounds, steady_rate
 from bench.kit.step import Context, Results, Step, guarded
 from tests.delivery.destination_helpers import delete_vhosts, own_vhost
 
-#: The rounds, in the order they run.
 ROUNDS = ("http", "rabbitmq", "redis") * 2
 
-#: The machine's Redis.
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 #: The RabbitMQ destination's exchange and routing key (``own_vhost`` binds them to its queue ``received``).

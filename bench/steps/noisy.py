@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.kit.markdown import Add, heading, n, service_settings_note
+from bench.kit.markdown import Add, n, section_of, service_settings_note
 from bench.kit.plan import Plan
 from bench.kit.procs import Deadline, log
 from bench.kit.receiver_process import Receiver
@@ -62,11 +62,8 @@ def noisy(context: Context, deadline: Deadline) -> Results:
         return result
 
 
-def section(r: dict[str, Any], add: Add) -> None:
-    step = r.get("noisy")
-    parts = (step.get("alone"), step.get("with_dead")) if isinstance(step, dict) else ()
-    if not heading(add, "Noisy neighbour", step, *parts):
-        return
+@section_of("noisy", "Noisy neighbour", "alone", "with_dead")
+def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     alone, dead = step["alone"], step["with_dead"]
     add(f"{alone['events']:,} events to a tenant with 9 healthy endpoints, then {dead['events']:,} to one with the "
         f"same 9 plus one that accepts the connection and never answers (`DELIVERY_TIMEOUT={step['delivery_timeout']:g}`); "

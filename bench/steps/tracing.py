@@ -20,7 +20,6 @@ from bench.kit.stack import running
 from bench.kit.stats import WARMUP, mean_of_rounds, steady_rate
 from bench.kit.step import Context, Results, Step, guarded
 
-#: The rounds, in the order they run.
 ROUNDS = ("off", "on") * 3
 
 
