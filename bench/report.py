@@ -31,8 +31,7 @@ SECTIONS: tuple[Section, ...] = (
 
 
 def sections(r: dict[str, Any]) -> list[Section]:
-    """``SECTIONS`` (when the run ran any step of a full run), then the sections of every other step the run
-    ran, in the order of ``STEPS``."""
+    """``SECTIONS`` if the run ran a step of a full run, then the other steps' sections, in the order of ``STEPS``."""
     others = [section for step in STEPS if step.name in r for section in step.sections if section not in SECTIONS]
     return [*(SECTIONS if any(name in r for name in FULL_RUN) else ()), *dict.fromkeys(others)]
 

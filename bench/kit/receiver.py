@@ -13,10 +13,8 @@ Paths choose the answer, so one receiver serves every contender of ``bench/run.p
 - anything else: ``200 ok`` at once.
 
 Every request is recorded: arrival, ``webhook-id``, path, the requests to that path in flight when it arrived
-(itself included), and when it was answered or its client gave up. Control requests, never recorded:
-``GET /_bench/stats`` (``{"total": n, "paths": {path: n}, "in_flight": n}``); ``GET /_bench/timeline?prefix=/x``
-(``path=`` for one path), a line per request: ``<arrival> <end|-> <a|x|p> <in flight> <webhook-id> <path>``
-(answered, abandoned by the client, pending); ``POST /_bench/reset``.
+(itself included), and when it was answered or its client gave up. ``/_bench/stats``, ``/_bench/timeline`` (a
+line per request: ``timeline.parse_timeline``) and ``/_bench/reset`` give them (``receiver_process.Receiver``).
 """
 
 from __future__ import annotations

@@ -34,8 +34,7 @@ class Context:
 
 @dataclass(frozen=True)
 class Step:
-    """One step: its name (its key in ``results.json`` and its ``--only`` name), what it measures, how
-    long it may take, and how its figures read in ``bench/RESULTS.md``."""
+    """One step: its name (its key in ``results.json`` and its ``--only`` name) and what it measures."""
 
     name: str
     title: str

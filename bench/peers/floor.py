@@ -26,8 +26,8 @@ def main() -> None:
     args = parser.parse_args()
 
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
 
     client = httpx.Client(limits=httpx.Limits(max_connections=args.threads * 2, max_keepalive_connections=args.threads * 2),
                           timeout=15.0, trust_env=False)

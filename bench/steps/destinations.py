@@ -38,8 +38,7 @@ PREFIX = f"bench-destinations-{os.getpid()}"
 
 @dataclass
 class AmqpSink:
-    """A thread consuming the bound queue of a vhost of the step's own (``own_vhost``, the tests' own), recording
-    each message's arrival time."""
+    """A thread consuming the queue of the step's own vhost (``own_vhost``), recording each message's arrival."""
 
     vhost: SimpleNamespace
     times: list[float] = field(default_factory=list)

@@ -65,8 +65,7 @@ def machine_busy_seconds() -> float:
 
 
 def cpu_seconds(stack: ServiceStack) -> dict[str, float]:
-    """CPU seconds used so far by each part of the stack (gunicorn, PostgreSQL, RabbitMQ), the load generator
-    and the whole machine."""
+    """CPU seconds so far of each part of the stack, of the load generator and of the whole machine."""
     groups = {
         "gunicorn workers": stack.web_worker_pids(),
         "postgres backends": stack.backend_pids(),
