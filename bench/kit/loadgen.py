@@ -117,10 +117,9 @@ async def _burst(host: str, port: int, raws: list[bytes], count: int, connection
     return started, time.time(), statuses
 
 
-def _burst_process(args: tuple[str, int, list[bytes], int, int, Any, Any]) -> tuple[float, float, dict[str, int]]:
-    host, port, raws, count, connections, ready, go = args
-    ready.wait()
-    go.wait()
+def _burst_process(args: tuple[str, int, list[bytes], int, int, Any]) -> tuple[float, float, dict[str, int]]:
+    host, port, raws, count, connections, ready = args
+    ready.wait()  # every process starts at once
     started, ended, statuses = asyncio.run(_burst(host, port, raws, count, connections))
     return started, ended, {str(k): v for k, v in statuses.items()}
 
@@ -132,18 +131,12 @@ def burst(url: str, bodies: list[bytes], headers: list[str], count: int, connect
     host, port, _ = build_request(url, bodies[0], headers)
     shares = [count // processes + (1 if i < count % processes else 0) for i in range(processes)]
     with multiprocessing.Manager() as manager:
-        ready = manager.Barrier(processes + 1)
-        go = manager.Event()
+        ready = manager.Barrier(processes)
         with multiprocessing.Pool(processes) as pool:
-            pending = pool.map_async(_burst_process, [(host, port, raws, n, connections, ready, go) for n in shares])
-            ready.wait()
-            go.set()
-            results = pending.get()
+            results = pool.map(_burst_process, [(host, port, raws, n, connections, ready) for n in shares])
     started = min(r[0] for r in results)
     ended = max(r[1] for r in results)
-    statuses: Counter = Counter()
-    for _, _, s in results:
-        statuses.update(s)
+    statuses = sum((Counter(s) for _, _, s in results), Counter())
     elapsed = ended - started
     return {"count": count, "seconds": elapsed, "rps": count / elapsed if elapsed > 0 else 0.0,
             "statuses": dict(statuses), "processes": processes, "connections_per_process": connections,
