@@ -1,8 +1,8 @@
 """HTTP load for the benchmark, in processes of its own (the harness's GIL must not slow it), raw HTTP/1.1 over
 asyncio sockets (tens of microseconds of client CPU a request: not what limits gunicorn on 2 cores).
 
-``python -m bench.kit.loadgen burst|paced --url URL --body-file F [--body-file G …] [--header 'K: V'] --count N``
-writes one JSON object to ``--out`` (or stdout); several body files are sent in turn.
+``python -m bench.kit.loadgen burst|paced --url URL --body-file F [--body-file G …] [--header 'K: V'] --count N
+--out PATH`` writes one JSON object to ``PATH``; several body files are sent in turn.
 
 - ``burst``: exactly ``--count`` POSTs as fast as the server answers, ``--connections`` at a time in each of
   ``--processes`` processes: the elapsed time and the statuses. A ``429`` is sent again after its
@@ -22,7 +22,6 @@ import json
 import random
 import multiprocessing
 import signal
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -87,9 +86,9 @@ async def _burst(host: str, port: int, raws: list[bytes], count: int, connection
             raw = next(bodies)
             for attempt in range(3):
                 try:
-                    if writer is None:
-                        reader, writer = await asyncio.open_connection(host, port)
                     while True:
+                        if writer is None:
+                            reader, writer = await asyncio.open_connection(host, port)
                         writer.write(raw)
                         status, close, _, retry_after, _ = await read_response(reader)  # type: ignore[arg-type]
                         if close:
@@ -99,8 +98,6 @@ async def _burst(host: str, port: int, raws: list[bytes], count: int, connection
                             break
                         statuses["retried_429"] += 1
                         await asyncio.sleep(retry_after or DEFAULT_RETRY_AFTER)
-                        if writer is None:
-                            reader, writer = await asyncio.open_connection(host, port)
                     statuses[status] += 1
                     break
                 except (OSError, asyncio.IncompleteReadError) as error:
@@ -212,7 +209,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--rate", type=float, default=200.0)
-    parser.add_argument("--out", help="write the result here instead of stdout")
+    parser.add_argument("--out", required=True, help="where the result goes")
     parser.add_argument("--idempotency-prefix", help="paced: send request i with Idempotency-Key PREFIX-i, again until 202")
     parser.add_argument("--retry-for", type=float, default=600.0, help="paced: give up on a request after this long")
     args = parser.parse_args()
@@ -222,10 +219,7 @@ def main() -> None:
     else:
         result = asyncio.run(_paced(args.url, bodies, args.header, args.count, args.rate, args.idempotency_prefix,
                                     args.retry_for))
-    if args.out:
-        Path(args.out).write_text(json.dumps(result))
-    else:
-        sys.stdout.write(json.dumps(result) + "\n")
+    Path(args.out).write_text(json.dumps(result))
 
 
 if __name__ == "__main__":
