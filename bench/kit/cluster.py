@@ -297,10 +297,8 @@ def main(args: argparse.Namespace) -> int:
     elif args.command == "leader":
         leader_name, members = cluster.leader(args.target)
         print(f"{leader_name} (members: {', '.join(members)})")
-    elif args.command == "kill":
-        cluster.kill(cluster.node(int(args.target)))
-    elif args.command == "restart":
-        cluster.restart(cluster.node(int(args.target)))
+    elif args.command in ("kill", "restart"):
+        getattr(cluster, args.command)(cluster.node(int(args.target)))
     else:
         cluster.stop()
     return 0

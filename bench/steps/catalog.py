@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import tempfile
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 from bench.kit.markdown import Add, n, section_of, verdict
@@ -66,13 +65,9 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def catalog_file() -> Path:
-    """The catalog ``flask event-types import`` loads: ``TYPES`` types, each with the schema and an example."""
-    entries = [{"name": name, "description": f"Benchmark type {i}.", "group": "bench", "schema": SCHEMA,
-                "examples": [PAYLOAD]} for i, name in enumerate(TYPE_NAMES)]
-    path = Path(tempfile.mkstemp(prefix="bench-catalog-", suffix=".json")[1])
-    path.write_text(json.dumps({"event_types": entries}))
-    return path
+#: The catalog ``flask event-types import`` loads: ``TYPES`` types, each with the schema and an example.
+CATALOG = {"event_types": [{"name": name, "description": f"Benchmark type {i}.", "group": "bench", "schema": SCHEMA,
+                            "examples": [PAYLOAD]} for i, name in enumerate(TYPE_NAMES)]}
 
 
 def never_matching_filter(i: int) -> dict[str, Any]:
@@ -101,11 +96,10 @@ def _prepare(stack: ServiceStack, with_catalog: bool, fields_of: Any) -> str:
     for i in range(FILTERS):
         stack.endpoint(tenant, f"http://127.0.0.1:9/e{i}", **fields_of(i))
     if with_catalog:
-        path = catalog_file()
-        try:
-            stack.flask("event-types", "import", str(path))
-        finally:
-            path.unlink()
+        with tempfile.NamedTemporaryFile("w", prefix="bench-catalog-", suffix=".json") as catalog:
+            json.dump(CATALOG, catalog)
+            catalog.flush()
+            stack.flask("event-types", "import", catalog.name)
     return tenant.api_key
 
 
