@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from app import create_app
-from webhooks.cli import create_tenant
+from webhooks.cli import create_tenant, migrate
 from webhooks.config import Settings
 from webhooks.sealing import new_key
 from webhooks.storage.db import database
@@ -23,13 +23,9 @@ HEADERS = {f"x-big-{n}": "v" * 8000 for n in range(120)}
 
 
 def peak_rss_mb() -> float:
-    """The process's peak RSS since the last ``reset_peak`` (VmHWM)."""
+    """The process's peak RSS (VmHWM) since it was last reset."""
     return next(int(line.split()[1]) / 1024 for line in Path("/proc/self/status").read_text().splitlines()
                 if line.startswith("VmHWM:"))
-
-
-def reset_peak() -> None:
-    Path("/proc/self/clear_refs").write_text("5")  # Linux: the peak RSS starts again from the current RSS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +41,6 @@ def main(args: argparse.Namespace) -> int:
                                  secret_key="bench", amqp_url="amqp://guest:guest@127.0.0.1:5672/%2F")
     app = create_app({"SETTINGS": settings, "TESTING": True})
     with app.app_context():
-        from webhooks.cli import migrate
         migrate()
         tenant = create_tenant("memory")
         with database.connection_context():
@@ -62,7 +57,7 @@ def main(args: argparse.Namespace) -> int:
     auth = {"Authorization": f"Bearer {tenant['api_key']}"}
     import gc
     gc.collect()
-    reset_peak()
+    Path("/proc/self/clear_refs").write_text("5")  # Linux: the peak RSS starts again from the current RSS
     before = peak_rss_mb()
     started = time.monotonic()
     response = client.get(f"/v1/endpoints/{endpoint.id}/attempts?limit={ROWS}", headers=auth)
