@@ -55,9 +55,8 @@ def n(x: Any, digits: int = 0) -> str:
 
 
 def mib(memory: dict[str, Any] | None, key: str = "peak_mib") -> str:
-    if not memory or key not in memory or memory[key] is None:
-        return "–"
-    return f"{memory[key]:.0f} MiB"
+    value = (memory or {}).get(key)
+    return "–" if value is None else f"{value:.0f} MiB"
 
 
 def verdict(met: bool | None) -> str:

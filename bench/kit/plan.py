@@ -15,11 +15,10 @@ class Plan:
     quick: bool
     #: Worker processes of every contender: one per core.
     processes: int
-    # peers, service
+    #: Messages of each throughput contender (steps ``peers``, ``service``); the rest are named after their steps.
     events: int
     latency_rate: float
     latency_seconds: float
-    # noisy, ladder, backlog, receiver
     noisy_events: int
     noisy_timeout: float
     ladder: str
@@ -30,7 +29,6 @@ class Plan:
     backlog_timeout: float
     release_rate: float
     receiver_seconds: int
-    # fanout, slow, climb, inflight, flood (issue 10)
     slow_ms: int
     slow_endpoints: int
     fanout_deliveries: int

@@ -41,7 +41,6 @@ class Step:
     run: Callable[[Context, Deadline], Results]
     #: Its time limit in seconds, from the run's plan.
     seconds: Callable[[Context], float]
-    #: Its sections of the report, each ``(the run's results, add a line)``.
     sections: tuple[Section, ...] = ()
     #: Part of a plain ``python bench/run.py`` (and of its report); otherwise it runs only when ``--only`` names it.
     full_run: bool = True

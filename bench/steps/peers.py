@@ -136,16 +136,15 @@ def throughput_section(r: dict[str, Any], add: Add) -> None:
     add(f"The service runs with its default settings ({service_settings_note(r)}), to one endpoint; "
         "its log level is its default (INFO: one line per attempt).")
     add("")
-    _cpu_section(r, rows, add)
+    _cpu_section(r, add)
 
 
-def _cpu_section(r: dict[str, Any], rows: list[tuple[str, str, str]], add: Add) -> None:
+def _cpu_section(r: dict[str, Any], add: Add) -> None:
     """Where each delivery's CPU went in the throughput steps (``bench/kit/cpu_split.py``)."""
     peers = r.get("peers", {})
     labels = {"floor": "floor", "floor-classic": "floor, classic queue", "async-floor": "async floor",
               "dramatiq": "dramatiq", "celery": "Celery"}
-    measured = [(labels.get(key, key), peers[key]["cpu"]) for key, _, _ in rows
-                if ok(peers.get(key)) and peers[key].get("cpu")]
+    measured = [(label, peers[key]["cpu"]) for key, label in labels.items() if ok(peers.get(key)) and peers[key].get("cpu")]
     step = r.get("service", {}).get("throughput")
     if ok(r.get("service")) and ok(step) and step.get("cpu"):
         measured.append(("**this service**", step["cpu"]))

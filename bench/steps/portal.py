@@ -8,10 +8,8 @@ process (the Flask test client: the time is the app's and the database's, no net
 
 from __future__ import annotations
 
-import os
-import platform
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -85,8 +83,6 @@ def portal(context: Context, deadline: Deadline) -> Results:
     for page, figure in figures.items():
         print(f"{page}: {figure}", flush=True)
     return {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
         "seeded": {**counts, "days": DAYS, "seconds": round(seeded_in, 1), "database": size},
         "requests_per_page": REQUESTS,
         "pages": figures,

@@ -84,9 +84,9 @@ def purged(cutoff: datetime) -> bool:
 def retention(context: Context, deadline: Deadline) -> Results:
     """Seed old rows, ingest at a steady rate, run the clock without and then with the purge."""
     events = context.args.events or 250_000
-    ingest: Ingest | None = None
     with in_process("retention", queues=True) as service:
         stack = service.stack
+        ingest = Ingest(service.client, service.tenant["api_key"], RATE)
         try:
             seeded_in = service.seed(events, ATTEMPTS_PER_EVENT, age=SEED_AGE)
             attempts = Attempt.select().count()
@@ -95,7 +95,6 @@ def retention(context: Context, deadline: Deadline) -> Results:
                   f"in {seeded_in:.1f}s (database {size})", flush=True)
             db.database.close()
 
-            ingest = Ingest(service.client, service.tenant["api_key"], RATE)
             ingest.thread.start()
             clock = stack.start_clock({"RETENTION_DAYS": "3650"})
             log_from = clock.log_path.stat().st_size  # the clock's log, from this run on
@@ -124,8 +123,7 @@ def retention(context: Context, deadline: Deadline) -> Results:
                         "attempts": Attempt.select().where(Attempt.started_at < cutoff).count()}
                 kept = Event.select().where(Event.id.in_(ingest.ids)).count()
         finally:
-            if ingest is not None:
-                ingest.stop.set()
+            ingest.stop.set()
     purged_rows = events * (2 + ATTEMPTS_PER_EVENT)
     result = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
