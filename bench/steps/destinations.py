@@ -102,17 +102,8 @@ class StreamSink:
         return int(self.client.xlen(self.stream))
 
     def arrivals(self) -> list[float]:
-        """Each entry's time (its id's milliseconds), read in pages."""
-        times: list[float] = []
-        start = "-"
-        while True:
-            page = self.client.xrange(self.stream, min=start, max="+", count=5000)
-            if start != "-":
-                page = page[1:]  # the entry the page started from was read already
-            if not page:
-                return times
-            times += [int(entry_id.split(b"-")[0]) / 1000 for entry_id, _ in page]
-            start = page[-1][0].decode()
+        """Each entry's time (its id's milliseconds)."""
+        return [int(entry_id.split(b"-")[0]) / 1000 for entry_id, _ in self.client.xrange(self.stream)]
 
     def close(self) -> None:
         self.client.delete(self.stream)
