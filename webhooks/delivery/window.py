@@ -3,12 +3,17 @@
 Congestion control for a webhook receiver, in the manner of TCP's: the window starts
 small (``INITIAL_WINDOW``) and doubles while calls succeed and latency holds (slow
 start), though no faster than once per ``slow_after()``: it never grows more than
-twofold before a call sent at the new size could have shown itself slow. After the first sign of trouble grows by one per round trip,
-or per ``GROWTH_INTERVAL_SECONDS`` for a receiver that answers faster than that. Once
-latency has told where the receiver gives way, the window climbs back to just below
-that level quickly, and probes past it only every ``PROBE_INTERVAL_SECONDS``: a
-receiver that falls off a cliff when it holds too many calls (every call slow while
-one is) costs a stall per probe, so probes must be rare.
+twofold before a call sent at the new size could have shown itself slow. After the first
+sign of trouble it grows by one per round trip, or per ``GROWTH_INTERVAL_SECONDS`` for a
+receiver that answers faster than that. Once latency has told where the receiver gives
+way, and told it twice (it gave way there again a second or more later, after a whole
+window of calls had answered in time below it), the window climbs back to just below that level quickly, and probes
+past it only every ``PROBE_INTERVAL_SECONDS``: a receiver that falls off a cliff when it
+holds too many calls (every call slow while one is) costs a stall per probe, so probes
+must be rare. Latency that gave way once may have been the machine's (a worker starting
+on a busy host is slow for a second whatever it calls): past that level the window keeps
+growing by one per round trip, and once it has doubled past it with no call slow, the
+level is forgotten and slow start resumes.
 A timeout, a connection error or a 5xx halves it, though a failure that came back
 as fast as a normal call (a receiver that answers ``500`` in milliseconds is not
 overloaded by a handful of calls) keeps at least ``LATENCY_FLOOR``: pinned at one call,
@@ -63,6 +68,9 @@ GROWTH_INTERVAL_SECONDS = 0.25
 #: Growth at or past the level where latency last gave way, at most this often (seconds).
 PROBE_INTERVAL_SECONDS = 5.0
 
+#: Latency giving way again at least this long (seconds) after it first did confirms the level (not one stall of the host).
+CONFIRM_AFTER_SECONDS = 1.0
+
 #: How much of the window a failure keeps, and the least a slow answer keeps.
 FAILURE_CUT = 0.5
 SLOW_CUT = 0.5
@@ -106,7 +114,8 @@ class Window:
     """The concurrency window of one endpoint in one worker process."""
 
     __slots__ = ("limit", "ceiling", "threshold", "in_flight", "cuts", "_used", "_last_cut", "_next_growth",
-                 "_gave_way", "_double_to", "_double_after", "_min_now", "_min_before", "_bucket_end")
+                 "_gave_way", "_gave_way_since", "_confirmed", "_in_time", "_double_to", "_double_after",
+                 "_min_now", "_min_before", "_bucket_end")
 
     def __init__(self, ceiling: int) -> None:
         self.ceiling = max(MIN_WINDOW, ceiling)
@@ -120,8 +129,14 @@ class Window:
         self._used = False
         self._last_cut = -math.inf
         self._next_growth = -math.inf
-        #: Calls in flight when latency last gave way (None: it never has).
+        #: Calls in flight when latency last gave way (None: it never has, or it was forgotten).
         self._gave_way: int | None = None
+        #: When latency first gave way since the level was last confirmed or forgotten.
+        self._gave_way_since = -math.inf
+        #: Latency gave way there again a while later, after a window of calls had answered in time below it.
+        self._confirmed = False
+        #: Calls sent since the last cut that answered in time.
+        self._in_time = 0
         #: Slow start grows up to ``_double_to``, and doubles again only after ``_double_after``.
         self._double_to = 0.0
         self._double_after = -math.inf
@@ -188,7 +203,10 @@ class Window:
         self._observe(latency, now)
         if slow_after is not None and latency > slow_after:
             self._slow(sent_at, now, level)
-        elif used:
+            return
+        if sent_at > self._last_cut:
+            self._in_time += 1
+        if used:
             self._grow(now, allowance)
 
     def _quick(self, latency: float, allowance: float) -> bool:
@@ -203,7 +221,14 @@ class Window:
     def _slow(self, sent_at: float, now: float, level: int | None) -> None:
         below = self.limit * SLOW_CUT if level is None else level - 1
         to = max(min(self.limit - 1, max(below, self.limit * SLOW_CUT)), min(self.limit, LATENCY_FLOOR))
+        # A second stall, not the rest of the first: a call sent a while after latency first gave way,
+        # and a window's worth answered in time below that level since the last cut.
+        again = (self._gave_way is not None and self._in_time >= self._gave_way - 1
+                 and sent_at >= self._gave_way_since + CONFIRM_AFTER_SECONDS)
         if to < self.limit and self._cut(to, sent_at, now) and level is not None:
+            if self._gave_way is None or self._confirmed:
+                self._gave_way_since = now
+            self._confirmed = again
             self._gave_way = level
 
     def _grow(self, now: float, allowance: float) -> None:
@@ -218,7 +243,10 @@ class Window:
             self.limit += 1.0
         elif now >= self._next_growth:
             self.limit += 1.0
-            probing = self._gave_way is not None and self.limit >= self._gave_way - 1
+            if self._gave_way is not None and not self._confirmed and self.limit >= 2 * self._gave_way:
+                # Twice the level where latency gave way once, and nothing slow since: not the receiver's limit.
+                self._gave_way, self.threshold = None, float(self.ceiling)
+            probing = self._confirmed and self._gave_way is not None and self.limit >= self._gave_way - 1
             pause = PROBE_INTERVAL_SECONDS if probing else GROWTH_INTERVAL_SECONDS
             self._next_growth = now + max(self.baseline or 0.0, pause)
         self.limit = min(self.limit, float(self.ceiling))
@@ -230,6 +258,7 @@ class Window:
         self.limit = max(float(MIN_WINDOW), to)
         self.threshold = self.limit
         self._last_cut = now
+        self._in_time = 0
         self.cuts += 1
         return True
 
