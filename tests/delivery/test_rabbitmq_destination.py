@@ -19,7 +19,7 @@ from standardwebhooks import Webhook
 
 from tests.api_helpers import create_endpoint, send
 from tests.conftest import wait_until
-from tests.delivery.destination_helpers import SECRET, deliver, free_port, own_vhost, parcel
+from tests.delivery.destination_helpers import SECRET, deliver, free_port, own_vhost, parcel, received
 from tests.tcp_proxy import TcpProxy
 from webhooks.delivery.destinations.rabbitmq import PATTERN, AmqpTarget, RabbitMQ
 from webhooks.delivery.netguard import TargetPolicy
@@ -41,19 +41,6 @@ def url_of(broker: SimpleNamespace, port: int = BROKER_PORT, password: str | Non
            routing_key: str = ROUTING_KEY, exchange: str = EXCHANGE) -> str:
     return (f"amqp://{broker.user}:{password or broker.password}@127.0.0.1:{port}/{quote(broker.vhost, safe='')}"
             f"?exchange={exchange}&routing_key={routing_key}")
-
-
-def received(broker: SimpleNamespace) -> list[tuple[Any, bytes]]:
-    """Every message waiting in the bound queue, taken."""
-    connection = broker.connect()
-    channel, messages = connection.channel(), []
-    while True:
-        method, properties, body = channel.basic_get("received", auto_ack=True)
-        if method is None:
-            break
-        messages.append((properties, body))
-    connection.close()
-    return messages
 
 
 def verified(properties: Any, body: bytes, secret: str) -> Any:

@@ -7,24 +7,26 @@ headers, ``message_id`` the event id, ``type`` the event type and ``content_type
 ``application/json``. The broker's confirm is the delivery; a ``basic.nack`` (``nack``), a
 return (``unroutable``: no queue is bound for the routing key), a refused login or
 permission (``auth``), a missing exchange (``refused``), a connection that fails or breaks
-(``connection``) and the deadline (``timeout``) are failures the ladder retries.
+(``connection``), a TLS handshake that fails (``tls``: a certificate that does not verify) and the
+deadline (``timeout``) are failures the ladder retries.
 
 One connection and channel per destination URL (pika's ``AsyncioConnection``), reused by
 every delivery to it and closed once it has been idle for ``kept.IDLE_SECONDS``; a broken
 one is replaced on the next delivery. Each connection goes to an address the SSRF policy
-checked (``guard.GuardedResolver``); TLS still checks the certificate against the host name.
+checked (``guard.GuardedResolver``); TLS still checks the certificate against the host name, trusting
+certifi's CAs only (``base.tls_context``, built at the first ``amqps://`` delivery and shared by every link).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-import certifi
 import pika
 import pika.channel
 import pika.exceptions
@@ -34,7 +36,7 @@ from pika.adapters.asyncio_connection import AsyncioConnection
 from yarl import URL
 
 from webhooks.delivery.destinations.base import (
-    NAME_CHARS, USERINFO_CHARS, Kind, Parcel, failure, one_line, query_of, scheme_of,
+    NAME_CHARS, USERINFO_CHARS, Kind, Parcel, failure, one_line, query_of, scheme_of, tls_context,
 )
 from webhooks.delivery.destinations.kept import Kept
 from webhooks.delivery.broker import confirmed_tags
@@ -141,11 +143,12 @@ def message_properties(parcel: Parcel) -> pika.BasicProperties:
 
 
 class _Link:
-    """One connection and confirming channel to one destination."""
+    """One connection and confirming channel to one destination (``tls``: the context of an ``amqps://`` one)."""
 
-    def __init__(self, target: AmqpTarget, guard: GuardedResolver) -> None:
+    def __init__(self, target: AmqpTarget, guard: GuardedResolver, tls: ssl.SSLContext | None = None) -> None:
         self.target = target
         self._guard = guard
+        self._tls = tls
         self.loop = asyncio.get_running_loop()
         self.connection: AsyncioConnection | None = None
         self.channel: pika.channel.Channel | None = None
@@ -187,8 +190,8 @@ class _Link:
         if self.broken is not None:  # closed while the name was looked up: connect nowhere
             return
         ssl_options = None
-        if target.scheme == "amqps":
-            ssl_options = pika.SSLOptions(ssl.create_default_context(cafile=certifi.where()), server_hostname=target.host)
+        if self._tls is not None:  # the certificate is checked against the name, not the address connected to
+            ssl_options = pika.SSLOptions(self._tls, server_hostname=target.host)
         parameters = pika.ConnectionParameters(
             host=records[0]["host"], port=target.port, virtual_host=target.vhost,
             credentials=pika.PlainCredentials(target.username, target.password, erase_on_connect=False),
@@ -315,7 +318,8 @@ class RabbitMQ:
             target = AmqpTarget.parse(url)
         except ValueError as error:
             return failure("protocol", f"invalid URL: {error}")
-        with self._links.use(url, lambda: _Link(target, self._guard), lambda link: link.usable) as link:
+        tls = self._tls_context if target.scheme == "amqps" else None
+        with self._links.use(url, lambda: _Link(target, self._guard, tls), lambda link: link.usable) as link:
             try:
                 async with asyncio.timeout(self._timeout):
                     failed = await link.publish(parcel)
@@ -333,6 +337,10 @@ class RabbitMQ:
         for link in self._links.all():
             await link.close()
 
+    @functools.cached_property
+    def _tls_context(self) -> ssl.SSLContext:
+        return tls_context()
+
 
 def _identity(properties: pika.BasicProperties) -> tuple[Any, ...]:
     """What tells one publish from another when the broker returns it: the event id, and the
@@ -342,11 +350,24 @@ def _identity(properties: pika.BasicProperties) -> tuple[Any, ...]:
 
 
 def _connect_failure(error: BaseException, target: AmqpTarget) -> tuple[str, str]:
+    tls = _tls_error(error)
+    if tls is not None:
+        return "tls", f"TLS error with {target.where}: {tls}"
     if isinstance(error, (pika.exceptions.ProbableAuthenticationError, pika.exceptions.AuthenticationError)):
         return "auth", f"{target.where} refused the login of user {target.username!r}"
     if isinstance(error, pika.exceptions.ProbableAccessDeniedError):
         return "auth", f"{target.where}: user {target.username!r} may not use the vhost"
     return "connection", f"cannot connect to {target.where}: {error!r}"
+
+
+def _tls_error(error: BaseException) -> ssl.SSLError | None:
+    """The TLS error a failed connection workflow wraps (``AMQPConnectionWorkflowFailed``, each attempt's
+    phase error), if it is one."""
+    for attempt in getattr(error, "exceptions", None) or [error]:
+        cause = getattr(attempt, "exception", attempt)
+        if isinstance(cause, ssl.SSLError):
+            return cause
+    return None
 
 
 def _channel_failure(reason: BaseException, target: AmqpTarget) -> tuple[str, str]:
