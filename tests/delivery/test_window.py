@@ -239,3 +239,19 @@ def test_latency_alone_or_a_quick_failure_never_cuts_below_the_initial_window_bu
     assert window.size == INITIAL_WINDOW
     now = run_round(window, now, 15.0, Signal.FAILED)  # a timeout: it does not
     assert window.size == INITIAL_WINDOW // 2
+
+
+def test_slow_answers_that_go_on_after_a_cut_halve_the_window_each_time() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 128, 0.02)
+    # The host's own delay hid latency while the window doubled to 128; the receiver slows past 50.
+    window.finished(Signal.ANSWERED, sent_at=now, now=now + 2.0, level=128)
+    assert window.size == 127
+    now += 2.0
+    sizes = []
+    for _ in range(3):  # each time a call sent after the cut, at the new size, is slow too
+        level = window.started()
+        window.finished(Signal.ANSWERED, sent_at=now + 0.01, now=now + 2.01, level=max(level, window.size))
+        now += 2.01
+        sizes.append(window.size)
+    assert sizes == [63, 31, 15]

@@ -21,7 +21,9 @@ each of a fast-failing endpoint's retries would wait for the one before it, clai
 record included. A ``429``, ``503`` or ``408`` (the
 receiver says it has too much) halves it down to one. Latency well above the
 endpoint's baseline brings it back to just below the number of calls that were in
-flight when the slow call was sent (the level at which the receiver gave way), but
+flight when the slow call was sent (the level at which the receiver gave way), or
+halves it when a call sent after the last cut is slow before any answered in time
+(the window had overshot, and just below that level is still too many), but
 never cuts it by more than half, nor below ``LATENCY_FLOOR``. Only one cut per round trip: the calls that were
 already under way when the window was cut report the same overload again, and must
 not cut it twice. A call outstanding far longer than the baseline counts as slow
@@ -219,7 +221,10 @@ class Window:
         self._slow(sent_at, now, level)
 
     def _slow(self, sent_at: float, now: float, level: int | None) -> None:
-        below = self.limit * SLOW_CUT if level is None else level - 1
+        # Slow again with no call answered in time since the last cut: just below the level was not
+        # low enough (the window had overshot: in slow start, or while the host's own delay hid latency).
+        again_at_once = self._last_cut > -math.inf and self._in_time == 0
+        below = self.limit * SLOW_CUT if level is None or again_at_once else level - 1
         to = max(min(self.limit - 1, max(below, self.limit * SLOW_CUT)), min(self.limit, LATENCY_FLOOR))
         # A second stall, not the rest of the first: a call sent a while after latency first gave way,
         # and a window's worth answered in time below that level since the last cut.
