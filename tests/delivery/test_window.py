@@ -255,3 +255,18 @@ def test_slow_answers_that_go_on_after_a_cut_halve_the_window_each_time() -> Non
         now += 2.01
         sizes.append(window.size)
     assert sizes == [63, 31, 15]
+
+
+def test_a_stall_that_goes_on_halves_the_window_but_only_its_first_level_is_suspected() -> None:
+    window = Window(ceiling=128)
+    now = grow_to(window, 32, 0.002)
+    window.finished(Signal.ANSWERED, sent_at=now, now=now + 0.3, level=9)  # the host stalls the worker
+    assert window.size == 16
+    window.started()  # sent after that cut with the window full, slow too before anything answered in time
+    window.finished(Signal.ANSWERED, sent_at=now + 0.31, now=now + 0.6, level=16)
+    assert window.size == 8
+    now += 0.6
+    while window.size < 128 and now < 30.0:
+        now = run_round(window, now, 0.002)
+    # Suspected: the level of 9 (not 16); forgotten at 18, then doubling again.
+    assert now < 4.0, f"back to 128 calls only at {now:.1f} s"

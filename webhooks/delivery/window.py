@@ -230,7 +230,8 @@ class Window:
         # and a window's worth answered in time below that level since the last cut.
         again = (self._gave_way is not None and self._in_time >= self._gave_way - 1
                  and sent_at >= self._gave_way_since + CONFIRM_AFTER_SECONDS)
-        if to < self.limit and self._cut(to, sent_at, now) and level is not None:
+        if to < self.limit and self._cut(to, sent_at, now) and level is not None and not again_at_once:
+            # (A halving says the window had overshot, not where the receiver gives way: the level stays.)
             if self._gave_way is None or self._confirmed:
                 self._gave_way_since = now
             self._confirmed = again
