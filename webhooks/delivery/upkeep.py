@@ -30,8 +30,10 @@ TICK_SECONDS = 1.0
 #: Windows are written at most this often (seconds).
 SAVE_EVERY_SECONDS = 2.0
 
-#: How often the number of workers is re-read to share the ceiling (seconds).
-SHARE_EVERY_SECONDS = 15.0
+#: How often the number of workers is re-read to share the ceiling (seconds): a passive declare each
+#: time; a worker that joins is counted by the others within this long, and until then each may call
+#: an endpoint up to the share it had.
+SHARE_EVERY_SECONDS = 2.0
 
 #: A lane with nothing to do for this long is dropped (seconds).
 FORGET_AFTER_SECONDS = 300.0
