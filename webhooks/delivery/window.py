@@ -7,10 +7,10 @@ twofold before a call sent at the new size could have shown itself slow. After t
 sign of trouble it grows by one per round trip, or per ``GROWTH_INTERVAL_SECONDS`` for a
 receiver that answers faster than that. Once latency has told where the receiver gives
 way, and told it twice (it gave way there again a second or more later, after a whole
-window of calls had answered in time below it), the window climbs back to just below that level quickly, and probes
-past it only every ``PROBE_INTERVAL_SECONDS``: a receiver that falls off a cliff when it
-holds too many calls (every call slow while one is) costs a stall per probe, so probes
-must be rare. Latency that gave way once may have been the machine's (a worker starting
+window of calls had answered in time below it), the window climbs back to just below
+that level quickly, and probes past it only every ``PROBE_INTERVAL_SECONDS``: a
+receiver that falls off a cliff when it holds too many calls (every call slow while
+one is) costs a stall per probe, so probes must be rare. Latency that gave way once may have been the machine's (a worker starting
 on a busy host is slow for a second whatever it calls): past that level the window keeps
 growing by one per round trip, and once it has doubled past it with no call slow, the
 level is forgotten and slow start resumes.
