@@ -27,15 +27,21 @@ from webhooks.observability import tracing
 
 
 
-def _tls_context() -> ssl.SSLContext:
-    # certifi's bundle, explicitly: SSL_CERT_FILE & co. from the environment do not change verification.
-    context = ssl.create_default_context(cafile=certifi.where())
+def tls_context() -> ssl.SSLContext:
+    """Whom every kind with TLS trusts (HTTPS here, ``amqps://``, ``rediss://``): certifi's bundle and nothing else
+    (not the system's store, nor SSL_CERT_FILE & co. from the environment); the certificate is checked against the
+    host name the connection gives (``server_hostname``). It reads the bundle from disk: build it once per use."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def _https_context() -> ssl.SSLContext:
+    context = tls_context()
     context.set_alpn_protocols(["http/1.1"])
     return context
 
 
 #: Built once at import (it reads the CA bundle from disk), never on the event loop.
-_TLS_CONTEXT = _tls_context()
+_TLS_CONTEXT = _https_context()
 
 
 class Sender:

@@ -16,12 +16,10 @@ an HTTP receiver; more kinds in this package). A kind is two things:
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-import certifi
 from yarl import URL
 
 from webhooks.delivery.http_result import MAX_ERROR_CHARS, HttpResult, without_nul
@@ -92,13 +90,6 @@ def scheme_of(url: str) -> str:
     """The URL's scheme, lower-case ("" when it names none)."""
     scheme, colon, _ = url.partition(":")
     return scheme.lower() if colon and scheme.isascii() and scheme.isalnum() else ""
-
-
-def tls_context() -> ssl.SSLContext:
-    """Whom a kind with TLS (``amqps://``, ``rediss://``) trusts, as HTTP does: certifi's bundle and nothing else
-    (not the system's store, nor SSL_CERT_FILE & co. from the environment); the certificate is checked against the
-    host name the connection gives (``server_hostname``). It reads the bundle from disk: build it once per use."""
-    return ssl.create_default_context(cafile=certifi.where())
 
 
 def one_line(message: str) -> str:

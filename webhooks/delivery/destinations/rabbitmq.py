@@ -14,7 +14,7 @@ One connection and channel per destination URL (pika's ``AsyncioConnection``), r
 every delivery to it and closed once it has been idle for ``kept.IDLE_SECONDS``; a broken
 one is replaced on the next delivery. Each connection goes to an address the SSRF policy
 checked (``guard.GuardedResolver``); TLS still checks the certificate against the host name, trusting
-certifi's CAs only (``base.tls_context``, built at the first ``amqps://`` delivery and shared by every link).
+certifi's CAs only (``sender.tls_context``, built at the first ``amqps://`` delivery and shared by every link).
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ from pika.adapters.asyncio_connection import AsyncioConnection
 from yarl import URL
 
 from webhooks.delivery.destinations.base import (
-    NAME_CHARS, USERINFO_CHARS, Kind, Parcel, failure, one_line, query_of, scheme_of, tls_context,
+    NAME_CHARS, USERINFO_CHARS, Kind, Parcel, failure, one_line, query_of, scheme_of,
 )
 from webhooks.delivery.destinations.kept import Kept
 from webhooks.delivery.broker import confirmed_tags
+from webhooks.delivery.sender import tls_context
 from webhooks.delivery.guard import GuardedResolver
 from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.netguard import (

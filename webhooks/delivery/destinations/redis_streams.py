@@ -11,7 +11,7 @@ Connections are pooled per destination URL (redis-py's asyncio client), at most 
 of them: a delivery beyond that waits for a free one (within its deadline) rather than failing;
 they are closed once the destination has been idle for ``kept.IDLE_SECONDS``. Every new
 connection resolves its host and connects to an address the SSRF policy checked (``guard.GuardedResolver``), as HTTP's do; TLS
-still checks the certificate against the host name, trusting certifi's CAs only (``base.tls_context``, built at the
+still checks the certificate against the host name, trusting certifi's CAs only (``sender.tls_context``, built at the
 first ``rediss://`` delivery and shared by every connection: redis-py's own context trusted the system's store and
 SSL_CERT_FILE too, and read the CA files again for every new connection, some 70 ms on the event loop each).
 redis-py retries nothing: a failure is the ladder's to retry.
@@ -37,12 +37,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from yarl import URL
 
 from webhooks.delivery.destinations.base import (
-    NAME_CHARS, USERINFO_CHARS, Kind, Parcel, failure, one_line, query_of, tls_context,
+    NAME_CHARS, USERINFO_CHARS, Kind, Parcel, failure, one_line, query_of,
 )
 from webhooks.delivery.destinations.kept import Kept
 from webhooks.delivery.guard import GuardedResolver
 from webhooks.delivery.http_result import HttpResult
-from webhooks.delivery.sender import os_reason
+from webhooks.delivery.sender import os_reason, tls_context
 from webhooks.delivery.netguard import HOST_AND_PORT_PATTERN, BlockedAddress, Resolver, TargetPolicy, UnresolvableHost, split_url
 
 #: Redis's port when the URL names none.
