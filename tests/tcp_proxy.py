@@ -6,6 +6,8 @@ Usage::
         url = f"amqp://guest:guest@127.0.0.1:{node.port}/%2F"
         ...
         node.cut()   # the listening socket and every forwarded connection close, as when a node is killed
+
+While ``stalled`` is set, a new connection is accepted and never answered (a server that hangs).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class TcpProxy:
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._cut = False
+        #: New connections are accepted and held, never forwarded nor answered, while this is set.
+        self.stalled = False
         threading.Thread(target=self._accept, name="tcp-proxy", daemon=True).start()
 
     def _accept(self) -> None:
@@ -33,6 +37,10 @@ class TcpProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return  # cut
+            if self.stalled:
+                with self._lock:
+                    self._sockets.append(client)
+                continue
             upstream = socket.create_connection(("127.0.0.1", self.target_port))
             with self._lock:
                 if self._cut:

@@ -22,7 +22,7 @@ from tests.conftest import wait_until
 from tests.delivery.destination_helpers import SECRET, deliver, free_port, parcel
 from tests.tcp_proxy import TcpProxy
 from webhooks.delivery.destinations import check_target
-from webhooks.delivery.destinations.redis_streams import PATTERN, POOL_SIZE, RedisStreams, RedisTarget
+from webhooks.delivery.destinations.redis_streams import PATTERN, POOL_SIZE, RedisStreams, RedisTarget, _Pool
 from webhooks.delivery.netguard import BlockedAddress, TargetPolicy
 from webhooks.storage.models import Attempt, Delivery
 
@@ -137,6 +137,65 @@ def test_more_deliveries_at_once_than_the_pool_has_connections_wait_for_one_and_
 
     assert [result.error_class for result in results] == [None] * count
     assert sorted(fields[b"id"] for _, fields in entries(stream)) == sorted(f"evt_{n}".encode() for n in range(count))
+
+
+def test_deliveries_cut_by_their_deadline_give_their_connections_back_and_the_next_ones_all_arrive(stream: str) -> None:
+    # More deliveries than the pool has connections hang on a Redis that accepts and never answers: each ends at
+    # its deadline, on a connection or waiting for one. Once Redis answers again, as many deliveries all arrive.
+    count = POOL_SIZE + 10
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        destination = RedisStreams(timeout=2, policy=TargetPolicy(allow_private=True))
+        try:
+            with TcpProxy(REDIS_PORT) as proxy:
+                url = f"redis://127.0.0.1:{proxy.port}/0?stream={stream}"
+                proxy.stalled = True
+                cut = await asyncio.gather(*(destination.deliver(url, parcel(f"cut_{n}")) for n in range(count)))
+                proxy.stalled = False
+                after = await asyncio.gather(*(destination.deliver(url, parcel(f"evt_{n}")) for n in range(count)))
+                return cut, after
+        finally:
+            await destination.close()
+
+    cut, after = asyncio.run(run())
+
+    assert {result.error_class for result in cut} == {"timeout"}
+    assert [result.error_class for result in after] == [None] * count
+    assert sorted(fields[b"id"] for _, fields in entries(stream)) == sorted(f"evt_{n}".encode() for n in range(count))
+
+
+def test_a_key_that_is_not_a_stream_is_refused_and_the_next_delivery_is_added(stream: str) -> None:
+    url = f"redis://127.0.0.1:{REDIS_PORT}/0?stream={stream}"
+
+    async def run() -> list[Any]:
+        destination = RedisStreams(timeout=5, policy=TargetPolicy(allow_private=True))
+        try:
+            redis.Redis(port=REDIS_PORT).set(stream, "a string, not a stream")
+            refused = await destination.deliver(url, parcel("evt_1"))
+            redis.Redis(port=REDIS_PORT).delete(stream)
+            return [refused, await destination.deliver(url, parcel("evt_2"))]
+        finally:
+            await destination.close()
+
+    refused, added = asyncio.run(run())
+
+    assert refused.error_class == "refused" and "WRONGTYPE" in refused.error and stream in refused.error
+    assert added.error_class is None and [fields[b"id"] for _, fields in entries(stream)] == [b"evt_2"]
+
+
+def test_a_connection_handed_to_a_waiter_whose_deadline_strikes_goes_on_to_the_next() -> None:
+    async def run() -> None:
+        pool = _Pool(object, size=1)
+        connection = await pool.take()
+        first, second = asyncio.create_task(pool.take()), asyncio.create_task(pool.take())
+        await asyncio.sleep(0)  # both wait for the pool's one connection
+        pool.give(connection)  # to the first...
+        first.cancel()  # ...whose deadline strikes before it runs
+
+        assert await asyncio.wait_for(second, 1) is connection
+        assert first.cancelled()
+
+    asyncio.run(run())
 
 
 def test_a_redis_that_does_not_answer_is_a_connection_failure(stream: str) -> None:

@@ -7,13 +7,15 @@ to about that many entries (``MAXLEN ~``). The entry id Redis answers is the att
 response. A reader verifies an entry as it would an HTTP request, with ``id``, ``timestamp``
 and ``signature`` as the three headers.
 
-Connections are pooled per destination URL (redis-py's asyncio client), at most ``POOL_SIZE``
-of them: a delivery beyond that waits for a free one (within its deadline) rather than failing;
-they are closed once the destination has been idle for ``kept.IDLE_SECONDS``. Every new
-connection resolves its host and connects to an address the SSRF policy checked (``guard.GuardedResolver``), as HTTP's do; TLS
-still checks the certificate against the host name, trusting certifi's CAs only (``sender.tls_context``, built at the
-first ``rediss://`` delivery and shared by every connection: redis-py's own context trusted the system's store and
-SSL_CERT_FILE too, and read the CA files again for every new connection, some 70 ms on the event loop each).
+Connections (redis-py's asyncio ``Connection``) are pooled per destination URL, at most ``POOL_SIZE`` of them
+(``_Pool``): a delivery beyond that waits for a free one (within its deadline) rather than failing. Each ``XADD`` is
+written in the Redis protocol here (``xadd_command``) and sent on a pooled connection: half the worker's CPU per
+delivery that redis-py's client and pool took. Connections are closed once the destination has been idle for
+``kept.IDLE_SECONDS``. Every new connection resolves its host and connects to an address the SSRF policy checked
+(``guard.GuardedResolver``), as HTTP's do; TLS still checks the certificate against the host name, trusting
+certifi's CAs only (``sender.tls_context``, built at the first ``rediss://`` delivery and shared by every
+connection: redis-py's own context trusted the system's store and SSL_CERT_FILE too, and read the CA files again
+for every new connection, some 70 ms on the event loop each).
 redis-py retries nothing: a failure is the ladder's to retry.
 """
 
@@ -23,12 +25,12 @@ import asyncio
 import functools
 import ssl
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.asyncio.connection import BlockingConnectionPool, Connection, ConnectionPool
+from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, AuthorizationError, NoPermissionError, RedisError, ResponseError
@@ -120,8 +122,7 @@ def entry_fields(parcel: Parcel) -> dict[str, str | bytes]:
 
 
 #: Connections at most per destination URL and worker process. An endpoint may have more calls in flight
-#: (``ENDPOINT_MAX_IN_FLIGHT``); those wait for a connection. (redis-py's plain pool raises
-#: ``MaxConnectionsError`` beyond its 100 instead, which reached the worker as an unexpected error.)
+#: (``ENDPOINT_MAX_IN_FLIGHT``); those wait for a connection.
 POOL_SIZE = 64
 
 
@@ -153,10 +154,58 @@ class _Guarded:
         return arguments
 
 
-@dataclass
-class _Client:
-    redis: Redis
-    pool: ConnectionPool
+class _Pool:
+    """At most ``size`` connections to one destination: a delivery takes a free one, else a new one while there
+    are fewer than ``size``, else waits for one to be given back (first come, first served).
+
+    redis-py's own pools cost more than the ``XADD`` itself: a lock, a condition and awaited observability hooks
+    for every command. A connection that fails is disconnected by redis-py and connects again when next used."""
+
+    def __init__(self, make: Callable[[], Connection], size: int) -> None:
+        self._make = make
+        self._size = size
+        self._all: list[Connection] = []
+        self._free: list[Connection] = []
+        self._waiting: deque[asyncio.Future[Connection]] = deque()
+
+    async def take(self) -> Connection:
+        if self._free:
+            return self._free.pop()
+        if len(self._all) < self._size:
+            self._all.append(self._make())
+            return self._all[-1]
+        waiter: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # handed over as the deadline struck: pass it on
+                self.give(waiter.result())
+            raise
+
+    def give(self, connection: Connection) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(connection)
+                return
+        self._free.append(connection)
+
+    async def close(self) -> None:
+        for connection in self._all:
+            await connection.disconnect()
+
+
+def xadd_command(target: RedisTarget, parcel: Parcel) -> bytes:
+    """The ``XADD`` of one delivery in the Redis protocol (RESP): the stream, ``MAXLEN ~ N`` when the URL sets one,
+    ``*`` (Redis numbers the entry) and the fields of ``entry_fields``."""
+    parts: list[bytes] = [b"XADD", target.stream.encode()]
+    if target.maxlen is not None:
+        parts += [b"MAXLEN", b"~", b"%d" % target.maxlen]
+    parts.append(b"*")
+    for name, value in entry_fields(parcel).items():
+        parts += [name.encode(), value if isinstance(value, bytes) else value.encode()]
+    return b"".join([b"*%d\r\n" % len(parts), *(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)])
 
 
 class RedisStreams:
@@ -168,21 +217,25 @@ class RedisStreams:
         self._timeout = timeout
         guard = GuardedResolver(policy, resolver)
         self._connection = type("GuardedConnection", (_Guarded, Connection), {"guard": guard})
-        self._clients: Kept[_Client] = Kept()
+        self._pools: Kept[_Pool] = Kept()
 
     async def deliver(self, url: str, parcel: Parcel) -> HttpResult:
         started = time.monotonic()
-        for idle in self._clients.idle():
-            await _shut(idle)
+        for idle in self._pools.idle():
+            await idle.close()
         try:
-            target = RedisTarget.parse(url)
+            target = _target(url)
         except ValueError as error:
             return failure("protocol", f"invalid URL: {error}")
         try:
-            with self._clients.use(url, lambda: self._client(target)) as client:
+            with self._pools.use(url, lambda: self._pool(target)) as pool:
                 async with asyncio.timeout(self._timeout):
-                    entry_id = await client.redis.xadd(target.stream, entry_fields(parcel),  # type: ignore[arg-type]
-                                                       maxlen=target.maxlen, approximate=True)
+                    connection = await pool.take()
+                    try:
+                        await connection.send_packed_command(xadd_command(target, parcel), check_health=False)
+                        entry_id = await connection.read_response()
+                    finally:
+                        pool.give(connection)
         except Exception as exc:
             error = _describe(exc, target, self._timeout)
             if error is None:
@@ -192,27 +245,26 @@ class RedisStreams:
                           error_class=None, error=None)
 
     async def close(self) -> None:
-        for client in self._clients.all():
-            await _shut(client)
+        for pool in self._pools.all():
+            await pool.close()
 
-    def _client(self, target: RedisTarget) -> _Client:
-        pool = BlockingConnectionPool(
-            max_connections=POOL_SIZE, timeout=None,  # the wait is bounded by the delivery's deadline
-            connection_class=self._connection, tls=self._tls_context if target.tls else None,
-            host=target.host, port=target.port, db=target.db, username=target.username, password=target.password,
-            retry=Retry(NoBackoff(), 0), health_check_interval=0, client_name="webhooks",
+    def _pool(self, target: RedisTarget) -> _Pool:
+        tls = self._tls_context if target.tls else None
+        return _Pool(lambda: self._connection(
+            tls=tls, host=target.host, port=target.port, db=target.db, username=target.username,
+            password=target.password, retry=Retry(NoBackoff(), 0), health_check_interval=0, client_name="webhooks",
             driver_info=None,  # no CLIENT SETINFO: one round trip less for every new connection
-        )
-        return _Client(Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0)), pool)
+        ), POOL_SIZE)
 
     @functools.cached_property
     def _tls_context(self) -> ssl.SSLContext:
         return tls_context()
 
 
-async def _shut(client: _Client) -> None:
-    await client.redis.aclose()
-    await client.pool.disconnect()
+@functools.lru_cache(maxsize=1024)
+def _target(url: str) -> RedisTarget:
+    """``RedisTarget.parse``, once per URL (it is read for every delivery)."""
+    return RedisTarget.parse(url)
 
 
 def _describe(exc: Exception, target: RedisTarget, timeout: float) -> tuple[str, str] | None:
