@@ -6,13 +6,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 
 import pytest
 
 from tests.receivers import Receiver
 from webhooks.delivery.classify import classify
-from webhooks.delivery.destinations import Destinations, Parcel, URL_PATTERN, check_target, kind_of, split_target
+from webhooks.delivery.destinations import Destinations, Kind, Parcel, URL_PATTERN, check_target, kind_of, split_target
+from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.netguard import BlockedAddress, TargetPolicy
 from webhooks.delivery.outgoing import build_request
 from webhooks.delivery.window import Signal, signal_of
@@ -55,6 +57,36 @@ def test_a_url_of_no_kind_fails_as_a_protocol_error_without_raising() -> None:
 
     assert result.status_code is None and result.error_class == "protocol"
     assert "no destination of kind 'ftp'" in (result.error or "")
+
+
+class Broken:
+    """A kind with a bug: it raises where it should answer a result."""
+
+    kind = Kind(name="Broken", schemes=("broken",), pattern="^broken:.*$", split=lambda url: ("broken", "", 0))
+
+    async def deliver(self, url: str, parcel: Parcel) -> HttpResult:
+        raise KeyError("amqp://user:hunter2@example.com")
+
+    async def close(self) -> None:
+        pass
+
+
+def test_a_kind_that_raises_is_a_failed_attempt_the_ladder_retries_with_the_traceback_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def deliver() -> HttpResult:
+        return await Destinations([Broken()]).deliver("broken:x", parcel())
+
+    with caplog.at_level(logging.ERROR, logger="webhooks.delivery.destinations.router"):
+        result = asyncio.run(deliver())
+    verdict = classify(result.status_code, result.headers, result.error_class, result.error)
+
+    assert result.error_class == "internal" and "Broken destination (KeyError)" in (result.error or "")
+    assert "hunter2" not in (result.error or "")  # the exception's text is the log's alone
+    assert not verdict.delivered and not verdict.final  # up the ladder, like any failure
+    assert signal_of(result.status_code, result.error_class) is Signal.NEUTRAL  # says nothing of the endpoint's load
+    (record,) = caplog.records
+    assert "event=evt_1" in record.getMessage() and record.exc_info is not None
 
 
 def test_an_answer_without_a_status_or_an_error_is_a_delivery_the_window_counts_as_answered() -> None:

@@ -58,9 +58,12 @@ ERROR_CLASSES = {
     "protocol": "the answer was not valid HTTP",
     "auth": "the destination refused the credentials in its URL",
     "refused": "the destination refused the delivery (e.g. the key is not a stream)",
+    "nack": "the broker refused the message (basic.nack)",
+    "unroutable": "the exchange routed the message to no queue",
     "smtp_deferred": "the mail server deferred the email (SMTP 4xx): it is tried again",
     "smtp_rejected": "the mail server rejected the email for good (SMTP 5xx): not tried again",
     "config": "the service is not set up for this kind of destination (e.g. no SMTP_URL)",
+    "internal": "an unexpected error in this service (a bug): the worker's log has the details",
 }
 
 

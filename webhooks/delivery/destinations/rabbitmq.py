@@ -316,7 +316,7 @@ class RabbitMQ:
         for idle in self._links.idle():
             await idle.close()
         try:
-            target = AmqpTarget.parse(url)
+            target = _target(url)
         except ValueError as error:
             return failure("protocol", f"invalid URL: {error}")
         tls = self._tls_context if target.scheme == "amqps" else None
@@ -341,6 +341,12 @@ class RabbitMQ:
     @functools.cached_property
     def _tls_context(self) -> ssl.SSLContext:
         return tls_context()
+
+
+@functools.lru_cache(maxsize=1024)
+def _target(url: str) -> AmqpTarget:
+    """``AmqpTarget.parse``, once per URL (it is read for every delivery)."""
+    return AmqpTarget.parse(url)
 
 
 def _identity(properties: pika.BasicProperties) -> tuple[Any, ...]:

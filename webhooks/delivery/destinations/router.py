@@ -1,6 +1,13 @@
-"""``Destinations``: the engine's one way out, handing each parcel to the kind its URL's scheme names."""
+"""``Destinations``: the engine's one way out, handing each parcel to the kind its URL's scheme names.
+
+A kind answers every problem of its destination as a result; an exception it raises is a bug of ours. That too
+becomes a failed attempt (``internal``), recorded and retried up the ladder like any other, its traceback in the
+worker's log, rather than a message that goes back to the queue unrecorded, again and again.
+"""
 
 from __future__ import annotations
+
+import logging
 
 from webhooks.delivery.destinations.base import Destination, Parcel, failure, scheme_of
 from webhooks.delivery.destinations.http import HttpDestination
@@ -9,6 +16,8 @@ from webhooks.delivery.destinations.rabbitmq import RabbitMQ
 from webhooks.delivery.destinations.redis_streams import RedisStreams
 from webhooks.delivery.http_result import HttpResult
 from webhooks.delivery.netguard import Resolver, TargetPolicy
+
+log = logging.getLogger(__name__)
 
 
 class Destinations:
@@ -37,7 +46,14 @@ class Destinations:
         destination = self.by_scheme.get(scheme)
         if destination is None:
             return failure("protocol", f"invalid URL: no destination of kind {scheme or 'missing'!r}")
-        return await destination.deliver(url, parcel)
+        try:
+            return await destination.deliver(url, parcel)
+        except Exception as exc:  # noqa: BLE001 - a bug: logged in full, an attempt that failed for the ladder
+            log.exception("unexpected error delivering event=%s through the %s destination", parcel.event_id,
+                          destination.kind.name)
+            # The exception's text is not kept: it could quote the URL's password.
+            return failure("internal", f"unexpected error in the {destination.kind.name} destination "
+                                       f"({type(exc).__name__}): the worker's log has the details")
 
     async def close(self) -> None:
         """Close every kind's connections."""
