@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import redis
 
+from bench.kit.cpu_split import CpuSampler, describe, steady_split
 from bench.kit.markdown import Add, n, section_of
 from bench.kit.procs import CLEANUP, Deadline, log
 from bench.kit.stack import running
@@ -135,15 +136,22 @@ def _round(context: Context, index: int, kind: str, deadline: Deadline) -> dict[
         tenant = stack.tenant(f"destinations{index}")
         stack.endpoint(tenant, url)
         ingest = stack.preload(tenant, plan.events, 1, deadline)
-        run = stack.deliver(sink, path, ingest["events"], plan.processes, deadline.left(), deadline)
-        time.sleep(0.5)  # the consumer's last messages
-        rate, seconds = steady_rate([row[0] for row in sink.dump(path)] if kind == "http" else sink.arrivals(), WARMUP)
+        with CpuSampler() as cpu:
+            run = stack.deliver(sink, path, ingest["events"], plan.processes, deadline.left(), deadline)
+            time.sleep(0.5)  # the consumer's last messages
+        arrivals = [row[0] for row in sink.dump(path)] if kind == "http" else sink.arrivals()
+        rate, seconds = steady_rate(arrivals, WARMUP)
+        split = steady_split(cpu.samples, arrivals, os.cpu_count() or 1)
         failed = int(stack.sql.value("SELECT count(*) FROM attempt WHERE outcome <> 'delivered'") or 0)
     log(f"   destinations {kind} (round {index + 1}): {ingest['events']:,} events, "
         f"delivery {rate:,.0f}/s sustained over {seconds:.1f} s, all arrived: {run.finished}, failed attempts: {failed}")
+    if split:
+        log(f"   {describe(split)}")
     return {"kind": kind, "events": ingest["events"], "arrived": run.arrivals, "delivery_rate": rate,
             "steady_seconds": seconds, "complete": run.finished, "failed_attempts": failed,
-            "ingest_rate": ingest["rate"]}
+            "ingest_rate": ingest["rate"], "cpu": split,
+            "worker_ms": split["ms_per_delivery"]["worker"] if split else float("nan"),
+            "all_ms": split["total_ms"] if split else float("nan")}
 
 
 def destinations(context: Context, deadline: Deadline) -> Results:
@@ -158,21 +166,35 @@ def destinations(context: Context, deadline: Deadline) -> Results:
 @section_of("destinations", "Destinations: RabbitMQ and a Redis stream beside HTTP")
 def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     rounds = step["rounds"]
-    add("| round | destination | events | delivery (deliveries/s, sustained) | all arrived | failed attempts |")
-    add("|---|---|---|---|---|---|")
+    add("| round | destination | events | delivery (deliveries/s, sustained) | all arrived | failed attempts "
+        "| worker CPU per delivery (ms) | all processes' CPU per delivery (ms) |")
+    add("|---|---|---|---|---|---|---|---|")
     for index, one in enumerate(rounds):
         if one.get("status") == "ok":
             add(f"| {index + 1} | {one['kind']} | {n(one['events'])} | {n(one['delivery_rate'])} | "
-                f"{'yes' if one['complete'] else 'no'} | {n(one['failed_attempts'])} |")
+                f"{'yes' if one['complete'] else 'no'} | {n(one['failed_attempts'])} | "
+                f"{_ms(one.get('worker_ms'))} | {_ms(one.get('all_ms'))} |")
         else:
-            add(f"| {index + 1} | {ROUNDS[index]} | – | {one.get('status')}: {one.get('error', '')[:80]} | – | – |")
-    http, amqp, stream = (mean_of_rounds(rounds, kind, "delivery_rate", "kind") for kind in ("http", "rabbitmq", "redis"))
+            add(f"| {index + 1} | {ROUNDS[index]} | – | {one.get('status')}: {one.get('error', '')[:80]} | – | – | – | – |")
+    kinds = ("http", "rabbitmq", "redis")
+    http, amqp, stream = (mean_of_rounds(rounds, kind, "delivery_rate", "kind") for kind in kinds)
     add("")
     add(f"Means: HTTP {n(http)}/s, RabbitMQ {n(amqp)}/s, Redis stream {n(stream)}/s. "
         f"RabbitMQ vs HTTP: {100 * (amqp - http) / http:+.1f} %, Redis vs HTTP: {100 * (stream - http) / http:+.1f} %.")
+    if all("worker_ms" in one for one in rounds if one.get("status") == "ok"):
+        worker = [_ms(mean_of_rounds(rounds, kind, "worker_ms", "kind")) for kind in kinds]
+        every = [_ms(mean_of_rounds(rounds, kind, "all_ms", "kind")) for kind in kinds]
+        add(f"CPU per delivery in the steady part (ms; the machine's processes sampled every 0.25 s, "
+            f"`bench/kit/cpu_split.py`): the workers' {worker[0]} for HTTP, {worker[1]} for RabbitMQ, {worker[2]} "
+            f"for Redis; every process's (the service, the broker, the receiver, Redis, the harness's AMQP "
+            f"consumer) {every[0]}, {every[1]} and {every[2]}.")
     met = amqp >= http and stream >= http
     add(f"Target (neither slower than HTTP): {'met' if met else 'not met'}.")
     add("")
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None or value != value else f"{value:.3f}"
 
 
 STEP = Step("destinations", "deliveries/s to RabbitMQ and a Redis stream beside HTTP, interleaved", destinations,
