@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -54,3 +55,32 @@ def test_ids_from_many_threads_are_unique_and_each_threads_are_increasing() -> N
 
 def test_an_id_of_a_given_time_keeps_that_time() -> None:
     assert new_id("evt", now_ms=0).startswith("evt_0000000000")
+
+
+def test_a_forked_child_draws_random_parts_of_its_own() -> None:
+    new_id("evt")  # the parent holds random bytes not used yet
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its ids, then gone
+        os.write(write, " ".join(new_ids("evt", 3, now_ms=1_700_000_000_000)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = pipe.read().split()
+
+    parent = new_ids("evt", 3, now_ms=1_700_000_000_000)
+
+    assert len(child) == 3 and not set(child) & set(parent)
+
+
+def test_ids_draw_the_os_s_random_bytes_a_pool_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # os.urandom lets go of the GIL for its system call: an event loop making an id waited to get it back
+    # behind every busy thread (0.28 ms an id beside one thread running Python, for 0.02 ms of work).
+    draws: list[int] = []
+    urandom = os.urandom
+    monkeypatch.setattr(os, "urandom", lambda size: draws.append(size) or urandom(size))
+
+    made = {new_id("att") for _ in range(1000)} | set(new_ids("evt", 100, now_ms=1_700_000_000_000))
+
+    assert len(made) == 1100 and len(draws) <= 4
