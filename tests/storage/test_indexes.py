@@ -59,3 +59,18 @@ def test_deleting_an_event_an_endpoint_or_a_tenant_takes_its_attempts_with_it(te
     Tenant.delete().where(Tenant.id == tenant.id).execute()
     assert left() == set()
     assert Delivery.select().count() == 0
+
+
+@pytest.mark.postgresql  # the planner it is for (SQLite runs the same migration)
+def test_a_tenant_s_deliveries_are_listed_off_an_index_in_page_order_and_its_failed_ones_off_their_own(
+    database_url: str,
+) -> None:
+    # With (tenant_id) alone, PostgreSQL read the primary key backwards until it had a page of the tenant's:
+    # 467 ms for a quiet tenant among 2,000,000 deliveries (migration 0029).
+    with database.connection_context():
+        indexes = {index.name: index for index in database.get_indexes("delivery")}
+
+    assert tuple(indexes["delivery_tenant_id_id"].columns) == ("tenant_id", "id")
+    failed = indexes["delivery_tenant_failed"]
+    assert tuple(failed.columns) == ("tenant_id", "id") and "'failed'" in failed.sql
+    assert "delivery_tenant_id" not in indexes
