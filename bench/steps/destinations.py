@@ -173,7 +173,7 @@ def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
         if one.get("status") == "ok":
             add(f"| {index + 1} | {one['kind']} | {n(one['events'])} | {n(one['delivery_rate'])} | "
                 f"{'yes' if one['complete'] else 'no'} | {n(one['failed_attempts'])} | "
-                f"{_ms(one.get('worker_ms'))} | {_ms(one.get('all_ms'))} |")
+                f"{n(one.get('worker_ms'), 3)} | {n(one.get('all_ms'), 3)} |")
         else:
             add(f"| {index + 1} | {ROUNDS[index]} | – | {one.get('status')}: {one.get('error', '')[:80]} | – | – | – | – |")
     kinds = ("http", "rabbitmq", "redis")
@@ -182,8 +182,8 @@ def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     add(f"Means: HTTP {n(http)}/s, RabbitMQ {n(amqp)}/s, Redis stream {n(stream)}/s. "
         f"RabbitMQ vs HTTP: {100 * (amqp - http) / http:+.1f} %, Redis vs HTTP: {100 * (stream - http) / http:+.1f} %.")
     if all("worker_ms" in one for one in rounds if one.get("status") == "ok"):
-        worker = [_ms(mean_of_rounds(rounds, kind, "worker_ms", "kind")) for kind in kinds]
-        every = [_ms(mean_of_rounds(rounds, kind, "all_ms", "kind")) for kind in kinds]
+        worker = [n(mean_of_rounds(rounds, kind, "worker_ms", "kind"), 3) for kind in kinds]
+        every = [n(mean_of_rounds(rounds, kind, "all_ms", "kind"), 3) for kind in kinds]
         add(f"CPU per delivery in the steady part (ms; the machine's processes sampled every 0.25 s, "
             f"`bench/kit/cpu_split.py`): the workers' {worker[0]} for HTTP, {worker[1]} for RabbitMQ, {worker[2]} "
             f"for Redis; every process's (the service, the broker, the receiver, Redis, the harness's AMQP "
@@ -191,10 +191,6 @@ def section(step: dict[str, Any], r: dict[str, Any], add: Add) -> None:
     met = amqp >= http and stream >= http
     add(f"Target (neither slower than HTTP): {'met' if met else 'not met'}.")
     add("")
-
-
-def _ms(value: float | None) -> str:
-    return "–" if value is None or value != value else f"{value:.3f}"
 
 
 STEP = Step("destinations", "deliveries/s to RabbitMQ and a Redis stream beside HTTP, interleaved", destinations,
