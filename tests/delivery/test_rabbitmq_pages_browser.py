@@ -47,3 +47,6 @@ def test_an_unroutable_publish_reads_in_the_console_as_a_message_no_queue_took(
     expect(timeline.locator("tr.attempt").first).to_contain_text("the exchange routed the message to no queue")
     expect(timeline).not_to_contain_text(broker.password)
     page.screenshot(path=str(ARTIFACTS / "console-event-unroutable.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    expect(timeline.locator("tr.attempt").first).to_contain_text("the exchange routed the message to no queue")
+    page.screenshot(path=str(ARTIFACTS / "console-event-unroutable-390.png"), full_page=True)

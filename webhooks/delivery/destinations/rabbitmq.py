@@ -343,10 +343,8 @@ class RabbitMQ:
         return tls_context()
 
 
-@functools.lru_cache(maxsize=1024)
-def _target(url: str) -> AmqpTarget:
-    """``AmqpTarget.parse``, once per URL (it is read for every delivery)."""
-    return AmqpTarget.parse(url)
+#: ``AmqpTarget.parse``, once per URL (it is read for every delivery).
+_target = functools.lru_cache(maxsize=1024)(AmqpTarget.parse)
 
 
 def _identity(properties: pika.BasicProperties) -> tuple[Any, ...]:

@@ -261,10 +261,8 @@ class RedisStreams:
         return tls_context()
 
 
-@functools.lru_cache(maxsize=1024)
-def _target(url: str) -> RedisTarget:
-    """``RedisTarget.parse``, once per URL (it is read for every delivery)."""
-    return RedisTarget.parse(url)
+#: ``RedisTarget.parse``, once per URL (it is read for every delivery).
+_target = functools.lru_cache(maxsize=1024)(RedisTarget.parse)
 
 
 def _describe(exc: Exception, target: RedisTarget, timeout: float) -> tuple[str, str] | None:
